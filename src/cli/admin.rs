@@ -1,0 +1,309 @@
+//! `chatroom admin …`: rooms and tokens, written straight to the database.
+//! A running server sees the change on its next request (tokens are looked
+//! up on every call, so a revocation takes effect at once).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::clock::{fmt_ts, now_ms};
+use crate::db::{self, RoomInfo, Store};
+use crate::domain::{rooms, tokens};
+
+#[derive(Args)]
+pub struct AdminArgs {
+    /// SQLite database file.
+    #[arg(long, env = "CHATROOM_DB", default_value = "chatroom.db", global = true)]
+    db: String,
+    /// PostgreSQL URL; when set, used instead of --db.
+    #[arg(long, env = "CHATROOM_DATABASE_URL", global = true, hide_env_values = true)]
+    database_url: Option<String>,
+    #[command(subcommand)]
+    command: AdminCommand,
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Create the database (and migrate it) if needed.
+    Init,
+    /// Create a room.
+    AddRoom {
+        /// Room name: 1-64 chars of a-z 0-9 - _ .
+        name: String,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long)]
+        repo_url: Option<String>,
+        #[arg(long)]
+        onboarding_notes: Option<String>,
+    },
+    /// List rooms with their counts.
+    ListRooms {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a room's info, or change it when fields are given.
+    RoomInfo {
+        #[arg(long)]
+        room: String,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long)]
+        repo_url: Option<String>,
+        #[arg(long)]
+        onboarding_notes: Option<String>,
+    },
+    /// Mint a token for an agent; it is printed once, on a line of its own.
+    AddToken {
+        /// The agent's name (its identity in every room).
+        #[arg(long)]
+        agent: String,
+        /// The token's default room (must exist).
+        #[arg(long)]
+        room: String,
+        /// Another room this token may use (repeatable).
+        #[arg(long = "also-room")]
+        also_rooms: Vec<String>,
+        /// Observer: read tools only.
+        #[arg(long)]
+        readonly: bool,
+        /// Room admin: retention, room deletion, any file.
+        #[arg(long)]
+        admin: bool,
+        /// Every room on the server.
+        #[arg(long)]
+        all_rooms: bool,
+        /// Leader: reviews, cancels, assigns.
+        #[arg(long)]
+        lead: bool,
+        /// A skill the agent has (repeatable).
+        #[arg(long = "skill")]
+        skills: Vec<String>,
+        /// Print one JSON object instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tokens (never the raw values, which are not stored).
+    ListTokens {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke every token of an agent.
+    Revoke {
+        #[arg(long)]
+        agent: String,
+    },
+    /// Delete tokens revoked more than N days ago.
+    PurgeTokens {
+        #[arg(long)]
+        older_than_days: i64,
+        /// Confirm.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Keep a room's chat, events and files N days (0 = keep); prunes at once.
+    SetRetention {
+        #[arg(long)]
+        room: String,
+        #[arg(long)]
+        days: i64,
+    },
+    /// Delete a room with everything in it (audit rows stay).
+    DeleteRoom {
+        #[arg(long)]
+        room: String,
+        /// Confirm.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
+    let url = match args.database_url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+        Some(url) => url.to_owned(),
+        None => format!("sqlite://{}", args.db),
+    };
+    // Refuse before touching the database where a confirmation is missing.
+    match &args.command {
+        AdminCommand::DeleteRoom { yes: false, room } => {
+            anyhow::bail!("deleting room {room:?} removes its tasks, chat, files and events: add --yes to confirm")
+        }
+        AdminCommand::PurgeTokens { yes: false, .. } => {
+            anyhow::bail!("purging deletes revoked tokens for good: add --yes to confirm")
+        }
+        _ => {}
+    }
+    let store = db::open(&url).await?;
+    execute(store, args.command).await
+}
+
+async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        AdminCommand::Init => {
+            store.health().await?;
+            println!("database ready");
+        }
+        AdminCommand::AddRoom {
+            name,
+            description,
+            repo_url,
+            onboarding_notes,
+        } => {
+            let info = RoomInfo {
+                description,
+                repo_url,
+                onboarding_notes,
+            };
+            rooms::create(store.as_ref(), &name, info).await?;
+            println!("room {name} created");
+        }
+        AdminCommand::ListRooms { json } => {
+            let list = store.list_rooms().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else if list.is_empty() {
+                println!("no rooms yet: chatroom admin add-room NAME");
+            } else {
+                println!("{:<24} {:>6} {:>9} {:>6} {:>9}", "ROOM", "OPEN", "MESSAGES", "FILES", "RETENTION");
+                for r in list {
+                    let keep = if r.room.retention_days == 0 {
+                        "keep".to_owned()
+                    } else {
+                        format!("{}d", r.room.retention_days)
+                    };
+                    println!("{:<24} {:>6} {:>9} {:>6} {:>9}", r.room.name, r.open_tasks, r.messages, r.files, keep);
+                }
+            }
+        }
+        AdminCommand::RoomInfo {
+            room,
+            description,
+            repo_url,
+            onboarding_notes,
+        } => {
+            crate::domain::names::check_room(&room)?;
+            let info = RoomInfo {
+                description,
+                repo_url,
+                onboarding_notes,
+            };
+            let current = if info.description.is_none() && info.repo_url.is_none() && info.onboarding_notes.is_none() {
+                store.get_room(&room).await?
+            } else {
+                rooms::check_info(&info)?;
+                store.update_room_info(&room, &info, None).await?.map(|(r, _)| r)
+            };
+            let Some(r) = current else {
+                anyhow::bail!("room {room:?} does not exist");
+            };
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        }
+        AdminCommand::AddToken {
+            agent,
+            room,
+            also_rooms,
+            readonly,
+            admin,
+            all_rooms,
+            lead,
+            skills,
+            json,
+        } => {
+            let grant = tokens::Grant {
+                agent,
+                room,
+                also_rooms,
+                readonly,
+                admin,
+                all_rooms,
+                lead,
+                skills,
+            };
+            let (secret, record) = tokens::mint(store.as_ref(), grant).await?;
+            if json {
+                let mut v = json!(record);
+                v["token"] = json!(secret.expose());
+                println!("{v}");
+            } else {
+                eprintln!(
+                    "token for agent {} in room {} (shown once; store it now):",
+                    record.agent, record.room
+                );
+                println!("{}", secret.expose());
+            }
+        }
+        AdminCommand::ListTokens { json } => {
+            let list = store.list_tokens().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                println!("{:<5} {:<20} {:<20} {:<28} {:<24} STATE", "ID", "AGENT", "ROOM", "FLAGS", "LAST SEEN");
+                for t in list {
+                    let mut flags = Vec::new();
+                    for (on, name) in [
+                        (t.readonly, "readonly"),
+                        (t.admin, "admin"),
+                        (t.all_rooms, "all_rooms"),
+                        (t.lead, "lead"),
+                    ] {
+                        if on {
+                            flags.push(name);
+                        }
+                    }
+                    let state = match t.revoked_ts {
+                        Some(ts) => format!("revoked {}", fmt_ts(ts)),
+                        None => "active".into(),
+                    };
+                    let mut room = t.room.clone();
+                    if !t.also_rooms.is_empty() {
+                        room = format!("{room} +{}", t.also_rooms.len());
+                    }
+                    println!(
+                        "{:<5} {:<20} {:<20} {:<28} {:<24} {state}",
+                        t.id,
+                        t.agent,
+                        room,
+                        flags.join(","),
+                        t.last_seen.map(fmt_ts).unwrap_or_else(|| "never".into()),
+                    );
+                }
+            }
+        }
+        AdminCommand::Revoke { agent } => {
+            let n = tokens::revoke(store.as_ref(), &agent).await?;
+            if n == 0 {
+                eprintln!("agent {agent:?} has no active token");
+                return Ok(ExitCode::FAILURE);
+            }
+            println!("revoked {n} token(s) of {agent}");
+        }
+        AdminCommand::PurgeTokens { older_than_days, .. } => {
+            let n = tokens::purge(store.as_ref(), older_than_days).await?;
+            println!("purged {n} revoked token(s)");
+        }
+        AdminCommand::SetRetention { room, days } => {
+            crate::domain::names::check_room(&room)?;
+            rooms::check_retention(days)?;
+            let Some((_, pruned)) = store.set_retention(&room, days, None, now_ms()).await? else {
+                anyhow::bail!("room {room:?} does not exist");
+            };
+            println!(
+                "room {room} keeps {}; pruned {} message(s), {} event(s), {} file(s)",
+                if days == 0 { "everything".to_owned() } else { format!("{days} day(s)") },
+                pruned.messages,
+                pruned.events,
+                pruned.files
+            );
+        }
+        AdminCommand::DeleteRoom { room, .. } => {
+            crate::domain::names::check_room(&room)?;
+            if !store.delete_room(&room).await? {
+                anyhow::bail!("room {room:?} does not exist");
+            }
+            println!("room {room} deleted");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

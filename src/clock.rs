@@ -1,0 +1,47 @@
+//! Time as the database stores it (milliseconds since the Unix epoch) and as
+//! clients see it (RFC 3339, UTC, millisecond precision).
+
+use time::OffsetDateTime;
+use time::macros::format_description;
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// Renders stored milliseconds as `2026-11-29T12:00:00.123Z`.
+pub fn fmt_ts(ms: i64) -> String {
+    let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    // A fixed width, so timestamps also sort as text.
+    t.format(format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    ))
+    .unwrap_or_default()
+}
+
+/// Serde helper: serialise an `i64` millisecond field as RFC 3339.
+pub mod ts {
+    pub fn serialize<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::fmt_ts(*ms))
+    }
+}
+
+/// Serde helper: serialise an `Option<i64>` millisecond field as RFC 3339 or null.
+pub mod ts_opt {
+    pub fn serialize<S: serde::Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+        match ms {
+            Some(ms) => s.serialize_str(&super::fmt_ts(*ms)),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn formats_with_milliseconds() {
+        assert_eq!(super::fmt_ts(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::fmt_ts(1_500), "1970-01-01T00:00:01.500Z");
+    }
+}

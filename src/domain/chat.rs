@@ -1,0 +1,110 @@
+//! Chat: messages with reply threads and `@mentions`.
+
+use crate::db::Message;
+use crate::domain::{Call, Core, limits};
+use crate::error::{Error, Result};
+
+/// The agents a text mentions: `@name`, case-insensitive, word-bounded (an
+/// e-mail address is not a mention). Lower-cased, each once.
+pub fn mentions(body: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let chars: Vec<char> = body.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '@' && (i == 0 || !is_name_char(chars[i - 1])) {
+            let start = i + 1;
+            let mut end = start;
+            while end < chars.len() && is_name_char(chars[end]) {
+                end += 1;
+            }
+            let name: String = chars[start..end].iter().collect();
+            let name = name.trim_end_matches(['.', '-']).to_lowercase();
+            if !name.is_empty() && name.chars().count() <= limits::AGENT_NAME && !found.contains(&name)
+            {
+                found.push(name);
+            }
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
+/// Whether `body` mentions `agent`.
+pub fn mentions_agent(body: &str, agent: &str) -> bool {
+    let agent = agent.to_lowercase();
+    mentions(body).iter().any(|m| *m == agent)
+}
+
+impl Core {
+    pub async fn post_message(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        body: &str,
+        reply_to: Option<i64>,
+    ) -> Result<Message> {
+        let room = self.room(call, room).await?;
+        self.writable(call)?;
+        limits::non_empty("body", body)?;
+        limits::check("body", body, limits::MESSAGE)?;
+        if let Some(parent) = reply_to {
+            match self.store.message_room(parent).await? {
+                Some(r) if r == room.name => {}
+                _ => {
+                    return Err(Error::not_found(format!(
+                        "reply_to {parent} is not a message of room {:?}",
+                        room.name
+                    )));
+                }
+            }
+        }
+        let (message, event) = self
+            .store
+            .post_message(
+                &room.name,
+                &call.agent,
+                body,
+                reply_to,
+                &mentions(body),
+                &call.audit(),
+            )
+            .await?;
+        call.mark_audited();
+        self.bus.publish([event]);
+        Ok(message)
+    }
+
+    pub async fn read_messages(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        since_id: i64,
+        limit: Option<i64>,
+    ) -> Result<(String, Vec<Message>, i64)> {
+        let room = self.room(call, room).await?;
+        let limit = limits::clamp_limit(limit, 50, 200);
+        let messages = self.store.read_messages(&room.name, since_id.max(0), limit).await?;
+        let latest = self.store.latest_message_id(&room.name).await?;
+        Ok((room.name, messages, latest))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_word_bounded_mentions() {
+        assert_eq!(mentions("hi @Bob and @alice-2."), vec!["bob", "alice-2"]);
+        assert_eq!(mentions("mail me at x@bob.com"), Vec::<String>::new());
+        assert_eq!(mentions("@bob @BOB"), vec!["bob"]);
+        assert!(mentions_agent("ping @Claude", "claude"));
+        assert!(!mentions_agent("ping @claudette", "claude"));
+    }
+}

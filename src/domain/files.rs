@@ -1,0 +1,138 @@
+//! Small shared files: strict base64 in, exact bytes out, a size cap, SHA-256,
+//! optional expiry (an expired file is invisible at once) and a task link.
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+
+use crate::clock::now_ms;
+use crate::db::{FileMeta, NewFile};
+use crate::domain::{Call, Core, limits};
+use crate::error::{Error, Result};
+
+/// The longest expiry: ten years.
+const MAX_EXPIRY_HOURS: i64 = 87_600;
+
+/// Refuses empty, path-like or control-character file names.
+pub fn check_name(name: &str) -> Result<()> {
+    let trimmed = name.trim();
+    if trimmed.is_empty() {
+        return Err(Error::invalid("name must not be empty"));
+    }
+    limits::check("name", name, limits::FILE_NAME)?;
+    if name.contains(['/', '\\']) || name.chars().any(char::is_control) || trimmed == "." || trimmed == ".." {
+        return Err(Error::invalid(
+            "name must be a plain file name: no slashes, no control characters, not . or ..",
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes strict base64 (standard alphabet, padded, no whitespace).
+pub fn decode_base64(content: &str) -> Result<Vec<u8>> {
+    base64::engine::general_purpose::STANDARD
+        .decode(content)
+        .map_err(|e| Error::invalid(format!("content_base64 is not valid base64 ({e})")))
+}
+
+pub fn encode_base64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+impl Core {
+    /// Stores a file's bytes; shared by `put_file` and the raw upload route.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn put_file(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        name: &str,
+        content: Vec<u8>,
+        mime: Option<&str>,
+        expires_in_hours: Option<i64>,
+        task_id: Option<i64>,
+    ) -> Result<FileMeta> {
+        let room = self.room(call, room).await?.name;
+        self.writable(call)?;
+        check_name(name)?;
+        if content.is_empty() {
+            return Err(Error::invalid("the file is empty; empty files are refused"));
+        }
+        if content.len() > self.settings.max_file_bytes {
+            return Err(Error::TooLarge(format!(
+                "the file is {} bytes; the limit is {} bytes (CHATROOM_MAX_FILE_BYTES)",
+                content.len(),
+                self.settings.max_file_bytes
+            )));
+        }
+        let mime = mime.map(str::trim).filter(|m| !m.is_empty()).unwrap_or("application/octet-stream");
+        limits::check("mime", mime, limits::MIME)?;
+        if mime.chars().any(char::is_control) {
+            return Err(Error::invalid("mime must not hold control characters"));
+        }
+        let now = now_ms();
+        let expires_at = match expires_in_hours {
+            None => None,
+            Some(h) if (1..=MAX_EXPIRY_HOURS).contains(&h) => Some(now + h * 3_600_000),
+            Some(_) => {
+                return Err(Error::invalid(format!(
+                    "expires_in_hours must be from 1 to {MAX_EXPIRY_HOURS}"
+                )));
+            }
+        };
+        if let Some(t) = task_id
+            && self.store.get_task(&room, t).await?.is_none()
+        {
+            return Err(Error::not_found(format!("task {t} not found in room {room:?}")));
+        }
+        let file = NewFile {
+            name: name.to_owned(),
+            mime: mime.to_owned(),
+            sha256: hex::encode(Sha256::digest(&content)),
+            content,
+            author: call.agent.clone(),
+            expires_at,
+            task_id,
+            now,
+        };
+        let (meta, event) = self.store.put_file(&room, &file, &call.audit()).await?;
+        call.mark_audited();
+        self.bus.publish([event]);
+        Ok(meta)
+    }
+
+    pub async fn get_file(&self, call: &Call, room: Option<&str>, id: i64) -> Result<(FileMeta, Vec<u8>)> {
+        let room = self.room(call, room).await?.name;
+        self.store
+            .get_file(&room, id, now_ms())
+            .await?
+            .ok_or_else(|| Error::not_found(format!("file {id} not found in room {room:?}")))
+    }
+
+    pub async fn list_files(&self, call: &Call, room: Option<&str>, limit: Option<i64>) -> Result<(String, Vec<FileMeta>)> {
+        let room = self.room(call, room).await?.name;
+        let limit = limits::clamp_limit(limit, 50, 200);
+        Ok((room.clone(), self.store.list_files(&room, limit, now_ms()).await?))
+    }
+
+    /// The uploader or a room admin deletes a file.
+    pub async fn delete_file(&self, call: &Call, room: Option<&str>, id: i64) -> Result<FileMeta> {
+        let room = self.room(call, room).await?.name;
+        self.writable(call)?;
+        let meta = self
+            .store
+            .file_meta(&room, id, now_ms())
+            .await?
+            .ok_or_else(|| Error::not_found(format!("file {id} not found in room {room:?}")))?;
+        if meta.author != call.agent && !call.admin {
+            return Err(Error::forbidden("only the uploader or a room admin may delete this file"));
+        }
+        let event = self
+            .store
+            .delete_file(&room, id, &call.audit())
+            .await?
+            .ok_or_else(|| Error::not_found(format!("file {id} not found in room {room:?}")))?;
+        call.mark_audited();
+        self.bus.publish([event]);
+        Ok(meta)
+    }
+}

@@ -1,0 +1,67 @@
+//! Names: rooms (SPEC §2) and agents.
+
+use crate::error::{Error, Result};
+
+/// A room name: 1–64 chars of `a-z 0-9 - _ .`, not path-like (`.`/`..`).
+pub fn check_room(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'))
+        && name.bytes().any(|b| b != b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "room name {:?} is not valid: use 1-64 characters of a-z 0-9 - _ . (not only dots)",
+            truncate_for_message(name)
+        )))
+    }
+}
+
+/// An agent name: 1–64 chars of letters, digits, `- _ .`, so that `@name`
+/// mentions and log lines stay unambiguous.
+pub fn check_agent(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.chars().count() <= super::limits::AGENT_NAME
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "agent name {:?} is not valid: use 1-64 letters, digits, - _ .",
+            truncate_for_message(name)
+        )))
+    }
+}
+
+/// A short, printable form of user input for an error message.
+pub fn truncate_for_message(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(80).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_names() {
+        for good in ["a", "team-1", "x.y_z", "a".repeat(64).as_str()] {
+            assert!(check_room(good).is_ok(), "{good}");
+        }
+        for bad in ["", " ", "..", ".", "A", "a/b", "a b", "ä", &"a".repeat(65), "../etc"] {
+            assert!(check_room(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn agent_names() {
+        assert!(check_agent("claude-1").is_ok());
+        assert!(check_agent("").is_err());
+        assert!(check_agent("a b").is_err());
+        assert!(check_agent("a@b").is_err());
+    }
+}
