@@ -102,11 +102,8 @@ pub const VARIABLES: &[&str] = &[
 ];
 
 /// The loopback origins allowed on `/mcp` by default.
-pub const DEFAULT_ORIGINS: &[&str] = &[
-    "http://localhost:*",
-    "http://127.0.0.1:*",
-    "http://[::1]:*",
-];
+pub const DEFAULT_ORIGINS: &[&str] =
+    &["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
 /// A configuration that failed validation; the message lists every bad variable.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +137,9 @@ impl Config {
             v.parse::<SocketAddr>()
                 .map_err(|_| "expected ADDRESS:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080".into())
         });
-        let db_path = r.string("CHATROOM_DB").unwrap_or_else(|| "chatroom.db".into());
+        let db_path = r
+            .string("CHATROOM_DB")
+            .unwrap_or_else(|| "chatroom.db".into());
         let database_url = r.string("CHATROOM_DATABASE_URL");
         if let Some(url) = &database_url
             && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
@@ -292,12 +291,7 @@ impl Reader<'_> {
             .map(str::to_owned)
     }
 
-    fn parse<T>(
-        &mut self,
-        name: &str,
-        default: T,
-        f: impl FnOnce(&str) -> Result<T, String>,
-    ) -> T {
+    fn parse<T>(&mut self, name: &str, default: T, f: impl FnOnce(&str) -> Result<T, String>) -> T {
         match self.string(name) {
             None => default,
             Some(v) => match f(&v) {
@@ -322,7 +316,9 @@ impl Reader<'_> {
     {
         self.parse(name, default, |v| match v.parse::<T>() {
             Ok(n) if n >= min && n <= max => Ok(n),
-            _ => Err(format!("expected a whole number from {min} to {max}, got {v:?}")),
+            _ => Err(format!(
+                "expected a whole number from {min} to {max}, got {v:?}"
+            )),
         })
     }
 

@@ -12,6 +12,8 @@
 //! - [`domain`]: the rules (rooms, tokens, chat, board, files, events), once.
 //! - [`auth`]: tokens, the Host allowlist, the failed-auth throttle, rate limits.
 //! - [`mcp`]: the MCP tools over rmcp's stateless streamable HTTP.
+//! - [`http`]: the REST API, SSE, the dashboard and the admin console.
+//! - [`mqtt`]: the MQTT bridge.
 //! - [`cli`]: the `chatroom` command line.
 #![forbid(unsafe_code)]
 
@@ -22,5 +24,7 @@ pub mod config;
 pub mod db;
 pub mod domain;
 pub mod error;
+pub mod http;
 pub mod mcp;
+pub mod mqtt;
 pub mod server;

@@ -32,6 +32,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub throttle: Arc<Throttle>,
     pub rate: Arc<RateLimiter>,
+    /// What the MQTT bridge reports (all zero while it is off).
+    pub mqtt: Arc<crate::mqtt::Stats>,
     audit_tx: mpsc::UnboundedSender<AuditRow>,
 }
 
@@ -77,7 +79,10 @@ impl AppState {
 }
 
 /// Opens the database named by `config` and builds the shared state.
-pub async fn state(config: Config, shutdown: CancellationToken) -> anyhow::Result<(AppState, mpsc::UnboundedReceiver<AuditRow>)> {
+pub async fn state(
+    config: Config,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(AppState, mpsc::UnboundedReceiver<AuditRow>)> {
     let store = db::open(&config.database()).await?;
     let core = Core::new(
         store,
@@ -91,8 +96,12 @@ pub async fn state(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     Ok((
         AppState {
             core,
-            throttle: Arc::new(Throttle::new(config.auth_fail_limit, config.auth_fail_window)),
+            throttle: Arc::new(Throttle::new(
+                config.auth_fail_limit,
+                config.auth_fail_window,
+            )),
             rate: Arc::new(RateLimiter::new(config.rate_limit_per_minute)),
+            mqtt: Arc::new(crate::mqtt::Stats::default()),
             config: Arc::new(config),
             audit_tx,
         },
@@ -101,7 +110,11 @@ pub async fn state(config: Config, shutdown: CancellationToken) -> anyhow::Resul
 }
 
 /// Serves on `listener` until `shutdown` is cancelled, then drains.
-pub async fn launch(config: Config, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn launch(
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let (state, audit_rx) = state(config, shutdown.clone()).await?;
     let background = spawn_background(&state, audit_rx);
     let app = router(state.clone());
@@ -111,10 +124,26 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: Cancellatio
         host_check = state.config.allowed_hosts.is_some(),
         "chatroom is serving"
     );
+    if state
+        .core
+        .store
+        .list_tokens()
+        .await
+        .map(|t| t.is_empty())
+        .unwrap_or(false)
+    {
+        tracing::warn!(
+            "no tokens yet: create a room and mint one, e.g. `chatroom admin add-room lobby` then \
+             `chatroom admin add-token --agent alice --room lobby` (the token is printed once)"
+        );
+    }
     let token = shutdown.clone();
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(async move { token.cancelled().await })
-        .await?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { token.cancelled().await })
+    .await?;
     // Requests are done: flush what is kept in memory.
     state.core.presence.flush(state.core.store.as_ref()).await;
     drop(state);
@@ -136,10 +165,12 @@ pub fn router(state: AppState) -> Router {
     let mcp = ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(state.clone(), origin_guard))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(middleware::from_fn(crate::mcp::map_transport_errors))
         .service(crate::mcp::service(state.clone()));
     Router::new()
         .route("/healthz", get(healthz))
         .nest_service("/mcp", mcp)
+        .merge(crate::http::routes(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), host_guard))
         .layer(
             tower_http::trace::TraceLayer::new_for_http().make_span_with(
@@ -212,8 +243,15 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// Authenticates the bearer token and puts the [`Caller`](crate::auth::Caller)
 /// into the request; `401` otherwise, `429` for an address past the
 /// failed-credential limit (a valid token is always served).
-pub async fn require_token(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+pub async fn require_token(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
     let addr = state.client_addr(req.headers(), peer);
     let caller = match bearer(req.headers()) {
         Some(raw) => match tokens::verify(state.core.store.as_ref(), raw).await {
@@ -230,22 +268,34 @@ pub async fn require_token(State(state): State<AppState>, mut req: Request, next
         None => {
             if let Some(retry) = state.throttle.blocked(addr) {
                 return Error::RateLimited {
-                    message: format!("too many failed credentials from this address; retry in {retry} s"),
+                    message: format!(
+                        "too many failed credentials from this address; retry in {retry} s"
+                    ),
                     retry_after_s: retry,
                 }
                 .into_response();
             }
             state.throttle.record_failure(addr);
-            tracing::info!(%addr, path = %req.uri().path(), "refused a request without a valid token");
-            Error::Unauthorized("a valid bearer token is required (Authorization: Bearer cr_…)".into())
-                .into_response()
+            let path = req
+                .extensions()
+                .get::<axum::extract::OriginalUri>()
+                .map(|u| u.path().to_owned())
+                .unwrap_or_else(|| req.uri().path().to_owned());
+            tracing::info!(%addr, %path, "refused a request without a valid token");
+            Error::Unauthorized(
+                "a valid bearer token is required (Authorization: Bearer cr_…)".into(),
+            )
+            .into_response()
         }
     }
 }
 
 /// Starts the background work; the handle ends once the audit queue is
 /// drained after shutdown.
-fn spawn_background(state: &AppState, mut audit_rx: mpsc::UnboundedReceiver<AuditRow>) -> tokio::task::JoinHandle<()> {
+fn spawn_background(
+    state: &AppState,
+    mut audit_rx: mpsc::UnboundedReceiver<AuditRow>,
+) -> tokio::task::JoinHandle<()> {
     let core = state.core.clone();
     let shutdown = core.shutdown.clone();
     // Presence: written in batches.

@@ -125,7 +125,10 @@ mod tests {
     use super::*;
 
     fn rules(entries: &[&str]) -> Vec<HostRule> {
-        entries.iter().map(|e| HostRule::parse(e).unwrap()).collect()
+        entries
+            .iter()
+            .map(|e| HostRule::parse(e).unwrap())
+            .collect()
     }
 
     #[test]

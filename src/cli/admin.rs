@@ -15,10 +15,20 @@ use crate::domain::{rooms, tokens};
 #[derive(Args)]
 pub struct AdminArgs {
     /// SQLite database file.
-    #[arg(long, env = "CHATROOM_DB", default_value = "chatroom.db", global = true)]
+    #[arg(
+        long,
+        env = "CHATROOM_DB",
+        default_value = "chatroom.db",
+        global = true
+    )]
     db: String,
     /// PostgreSQL URL; when set, used instead of --db.
-    #[arg(long, env = "CHATROOM_DATABASE_URL", global = true, hide_env_values = true)]
+    #[arg(
+        long,
+        env = "CHATROOM_DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
     database_url: Option<String>,
     #[command(subcommand)]
     command: AdminCommand,
@@ -121,14 +131,21 @@ enum AdminCommand {
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
-    let url = match args.database_url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+    let url = match args
+        .database_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
         Some(url) => url.to_owned(),
         None => format!("sqlite://{}", args.db),
     };
     // Refuse before touching the database where a confirmation is missing.
     match &args.command {
         AdminCommand::DeleteRoom { yes: false, room } => {
-            anyhow::bail!("deleting room {room:?} removes its tasks, chat, files and events: add --yes to confirm")
+            anyhow::bail!(
+                "deleting room {room:?} removes its tasks, chat, files and events: add --yes to confirm"
+            )
         }
         AdminCommand::PurgeTokens { yes: false, .. } => {
             anyhow::bail!("purging deletes revoked tokens for good: add --yes to confirm")
@@ -166,14 +183,20 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             } else if list.is_empty() {
                 println!("no rooms yet: chatroom admin add-room NAME");
             } else {
-                println!("{:<24} {:>6} {:>9} {:>6} {:>9}", "ROOM", "OPEN", "MESSAGES", "FILES", "RETENTION");
+                println!(
+                    "{:<24} {:>6} {:>9} {:>6} {:>9}",
+                    "ROOM", "OPEN", "MESSAGES", "FILES", "RETENTION"
+                );
                 for r in list {
                     let keep = if r.room.retention_days == 0 {
                         "keep".to_owned()
                     } else {
                         format!("{}d", r.room.retention_days)
                     };
-                    println!("{:<24} {:>6} {:>9} {:>6} {:>9}", r.room.name, r.open_tasks, r.messages, r.files, keep);
+                    println!(
+                        "{:<24} {:>6} {:>9} {:>6} {:>9}",
+                        r.room.name, r.open_tasks, r.messages, r.files, keep
+                    );
                 }
             }
         }
@@ -189,11 +212,17 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 repo_url,
                 onboarding_notes,
             };
-            let current = if info.description.is_none() && info.repo_url.is_none() && info.onboarding_notes.is_none() {
+            let current = if info.description.is_none()
+                && info.repo_url.is_none()
+                && info.onboarding_notes.is_none()
+            {
                 store.get_room(&room).await?
             } else {
                 rooms::check_info(&info)?;
-                store.update_room_info(&room, &info, None).await?.map(|(r, _)| r)
+                store
+                    .update_room_info(&room, &info, None)
+                    .await?
+                    .map(|(r, _)| r)
             };
             let Some(r) = current else {
                 anyhow::bail!("room {room:?} does not exist");
@@ -239,7 +268,10 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             if json {
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else {
-                println!("{:<5} {:<20} {:<20} {:<28} {:<24} STATE", "ID", "AGENT", "ROOM", "FLAGS", "LAST SEEN");
+                println!(
+                    "{:<5} {:<20} {:<20} {:<28} {:<24} STATE",
+                    "ID", "AGENT", "ROOM", "FLAGS", "LAST SEEN"
+                );
                 for t in list {
                     let mut flags = Vec::new();
                     for (on, name) in [
@@ -279,7 +311,9 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             }
             println!("revoked {n} token(s) of {agent}");
         }
-        AdminCommand::PurgeTokens { older_than_days, .. } => {
+        AdminCommand::PurgeTokens {
+            older_than_days, ..
+        } => {
             let n = tokens::purge(store.as_ref(), older_than_days).await?;
             println!("purged {n} revoked token(s)");
         }
@@ -291,7 +325,11 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             };
             println!(
                 "room {room} keeps {}; pruned {} message(s), {} event(s), {} file(s)",
-                if days == 0 { "everything".to_owned() } else { format!("{days} day(s)") },
+                if days == 0 {
+                    "everything".to_owned()
+                } else {
+                    format!("{days} day(s)")
+                },
                 pruned.messages,
                 pruned.events,
                 pruned.files

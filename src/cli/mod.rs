@@ -42,7 +42,10 @@ enum Command {
 pub fn main() -> ExitCode {
     config::load_dotenv();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("chatroom: cannot start the async runtime: {e}");
@@ -76,7 +79,9 @@ fn init_logging(config: &Config) {
     };
     let env_filter = tracing_subscriber::EnvFilter::try_new(&directives)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,chatroom=info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(env_filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(env_filter)
+        .with_writer(std::io::stderr);
     if config.log_json {
         builder.json().init();
     } else {
@@ -89,7 +94,9 @@ async fn serve() -> anyhow::Result<ExitCode> {
     init_logging(&config);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {} (CHATROOM_LISTEN): {e}", config.listen))?;
+        .map_err(|e| {
+            anyhow::anyhow!("cannot listen on {} (CHATROOM_LISTEN): {e}", config.listen)
+        })?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
     crate::server::launch(config, listener, shutdown).await?;
@@ -133,5 +140,9 @@ async fn healthcheck(url: Option<String>) -> anyhow::Result<ExitCode> {
         Ok(r) => r.status().is_success(),
         Err(_) => false,
     };
-    Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -289,8 +289,12 @@ pub trait Store: Send + Sync + 'static {
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>>;
 
     // Files
-    async fn put_file(&self, room: &str, file: &NewFile, audit: &Audit)
-    -> Result<(FileMeta, Event)>;
+    async fn put_file(
+        &self,
+        room: &str,
+        file: &NewFile,
+        audit: &Audit,
+    ) -> Result<(FileMeta, Event)>;
     async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>>;
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>>;
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>>;

@@ -82,7 +82,9 @@ impl SqliteStore {
 
     /// `PRAGMA integrity_check` answers `ok`.
     pub async fn integrity_ok(&self) -> Result<bool> {
-        let row = sqlx::query("PRAGMA integrity_check").fetch_one(&self.read).await?;
+        let row = sqlx::query("PRAGMA integrity_check")
+            .fetch_one(&self.read)
+            .await?;
         Ok(row.get::<String, _>(0) == "ok")
     }
 }
@@ -168,9 +170,8 @@ fn task_from_row(r: &SqliteRow) -> Result<Task> {
         room: r.get("room"),
         title: r.get("title"),
         body: r.get("body"),
-        status: Status::parse(&status).map_err(|_| {
-            Error::internal(anyhow::anyhow!("task has unknown status {status:?}"))
-        })?,
+        status: Status::parse(&status)
+            .map_err(|_| Error::internal(anyhow::anyhow!("task has unknown status {status:?}")))?,
         assignee: r.get("assignee"),
         depends_on: Vec::new(),
         blocked_by_unfinished: Vec::new(),
@@ -194,8 +195,8 @@ async fn fill_deps(conn: &mut SqliteConnection, tasks: &mut [Task]) -> Result<()
     if tasks.is_empty() {
         return Ok(());
     }
-    let ids = serde_json::to_string(&tasks.iter().map(|t| t.id).collect::<Vec<_>>())
-        .unwrap_or_default();
+    let ids =
+        serde_json::to_string(&tasks.iter().map(|t| t.id).collect::<Vec<_>>()).unwrap_or_default();
     let rows = sqlx::query(
         "SELECT d.task_id, d.depends_on, t.status FROM task_deps d \
          LEFT JOIN tasks t ON t.id = d.depends_on \
@@ -543,11 +544,12 @@ impl Store for SqliteStore {
             total.events += n.events;
             total.files += n.files;
         }
-        total.files += sqlx::query("DELETE FROM files WHERE expires_ts IS NOT NULL AND expires_ts <= $1")
-            .bind(now)
-            .execute(&self.write)
-            .await?
-            .rows_affected();
+        total.files +=
+            sqlx::query("DELETE FROM files WHERE expires_ts IS NOT NULL AND expires_ts <= $1")
+                .bind(now)
+                .execute(&self.write)
+                .await?
+                .rows_affected();
         Ok(total)
     }
 
@@ -590,12 +592,14 @@ impl Store for SqliteStore {
 
     async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
         Ok(
-            sqlx::query("UPDATE tokens SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL")
-                .bind(agent)
-                .bind(now)
-                .execute(&self.write)
-                .await?
-                .rows_affected(),
+            sqlx::query(
+                "UPDATE tokens SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
+            )
+            .bind(agent)
+            .bind(now)
+            .execute(&self.write)
+            .await?
+            .rows_affected(),
         )
     }
 
@@ -673,7 +677,18 @@ impl Store for SqliteStore {
         .bind(reply_to)
         .fetch_one(&mut *tx)
         .await?;
-        insert_mentions(&mut tx, room, mentions, Some(id), None, None, author, body, now).await?;
+        insert_mentions(
+            &mut tx,
+            room,
+            mentions,
+            Some(id),
+            None,
+            None,
+            author,
+            body,
+            now,
+        )
+        .await?;
         let event = insert_event(
             &mut tx,
             room,
@@ -703,22 +718,23 @@ impl Store for SqliteStore {
     }
 
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
-        let rows = sqlx::query(
-            "SELECT * FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3",
-        )
-        .bind(room)
-        .bind(since_id)
-        .bind(limit)
-        .fetch_all(&self.read)
-        .await?;
+        let rows =
+            sqlx::query("SELECT * FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3")
+                .bind(room)
+                .bind(since_id)
+                .bind(limit)
+                .fetch_all(&self.read)
+                .await?;
         Ok(rows.iter().map(message_from_row).collect())
     }
 
     async fn message_room(&self, id: i64) -> Result<Option<String>> {
-        Ok(sqlx::query_scalar("SELECT room FROM messages WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?)
+        Ok(
+            sqlx::query_scalar("SELECT room FROM messages WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.read)
+                .await?,
+        )
     }
 
     async fn latest_message_id(&self, room: &str) -> Result<i64> {
@@ -944,9 +960,9 @@ impl Store for SqliteStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        let task = load_task(&mut tx, room, id)
-            .await?
-            .ok_or_else(|| Error::internal(anyhow::anyhow!("task vanished inside its transaction")))?;
+        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
+            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+        })?;
         let base = json!({"title": task.title, "status": task.status, "assignee": task.assignee, "version": 1});
         let mut created = base.clone();
         created["priority"] = json!(task.priority);
@@ -994,10 +1010,9 @@ impl Store for SqliteStore {
     }
 
     async fn list_tasks(&self, room: &str, q: &TaskQuery) -> Result<Vec<Task>> {
-        let statuses = serde_json::to_string(
-            &q.statuses.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-        )
-        .unwrap_or_default();
+        let statuses =
+            serde_json::to_string(&q.statuses.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+                .unwrap_or_default();
         let sql = const_format_task(
             "SELECT {} FROM tasks WHERE room = $1 \
              AND ($2 = '[]' OR status IN (SELECT value FROM json_each($2))) \
@@ -1065,8 +1080,18 @@ impl Store for SqliteStore {
                 .bind(body)
                 .fetch_one(&mut *tx)
                 .await?;
-                insert_mentions(&mut tx, room, mentions, None, Some(note_id), Some(id), author, body, c.now)
-                    .await?;
+                insert_mentions(
+                    &mut tx,
+                    room,
+                    mentions,
+                    None,
+                    Some(note_id),
+                    Some(id),
+                    author,
+                    body,
+                    c.now,
+                )
+                .await?;
                 Some(note_id)
             }
             None => None,
@@ -1086,9 +1111,9 @@ impl Store for SqliteStore {
         if let Some(audit) = audit {
             insert_audit_row(&mut tx, audit, room, Some(id), c.now).await?;
         }
-        let task = load_task(&mut tx, room, id)
-            .await?
-            .ok_or_else(|| Error::internal(anyhow::anyhow!("task vanished inside its transaction")))?;
+        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
+            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+        })?;
         tx.commit().await?;
         Ok(Some((task, events)))
     }
@@ -1306,11 +1331,12 @@ impl Store for SqliteStore {
     async fn delete_file(&self, room: &str, id: i64, audit: &Audit) -> Result<Option<Event>> {
         let now = crate::clock::now_ms();
         let mut tx = self.begin().await?;
-        let row = sqlx::query("DELETE FROM files WHERE id = $1 AND room = $2 RETURNING name, task_id")
-            .bind(id)
-            .bind(room)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let row =
+            sqlx::query("DELETE FROM files WHERE id = $1 AND room = $2 RETURNING name, task_id")
+                .bind(id)
+                .bind(room)
+                .fetch_optional(&mut *tx)
+                .await?;
         let Some(row) = row else { return Ok(None) };
         let name: String = row.get("name");
         let task_id: Option<i64> = row.get("task_id");

@@ -77,7 +77,10 @@ impl Status {
 
     /// Whether a task in this status has a holder (its assignee).
     pub fn held(self) -> bool {
-        matches!(self, Status::InProgress | Status::Blocked | Status::InReview)
+        matches!(
+            self,
+            Status::InProgress | Status::Blocked | Status::InReview
+        )
     }
 
     /// Whether a lease runs in this status.
@@ -322,7 +325,9 @@ pub enum Action {
     SetStatus(Status),
     Release,
     Submit,
-    Review { approve: bool },
+    Review {
+        approve: bool,
+    },
     Cancel,
 }
 
@@ -384,7 +389,12 @@ pub fn transition(
     use Status::*;
     let done = if needs_review { InReview } else { Done };
     let (from_ok, who_ok, to, who) = match action {
-        Action::Claim => (matches!(from, Pending | Blocked), true, InProgress, "any writer"),
+        Action::Claim => (
+            matches!(from, Pending | Blocked),
+            true,
+            InProgress,
+            "any writer",
+        ),
         Action::SetStatus(to) => {
             let to = if to == Done { done } else { to };
             let who_ok = if to == Cancelled {
@@ -403,10 +413,25 @@ pub fn transition(
             } else {
                 "its holder, its creator, a lead or an admin"
             };
-            (matches!(from, Pending | InProgress | Blocked), who_ok, to, who)
+            (
+                matches!(from, Pending | InProgress | Blocked),
+                who_ok,
+                to,
+                who,
+            )
         }
-        Action::Release => (matches!(from, InProgress | Blocked), roles.holder, Pending, "its holder"),
-        Action::Submit => (matches!(from, InProgress | Blocked), roles.holder, done, "its holder"),
+        Action::Release => (
+            matches!(from, InProgress | Blocked),
+            roles.holder,
+            Pending,
+            "its holder",
+        ),
+        Action::Submit => (
+            matches!(from, InProgress | Blocked),
+            roles.holder,
+            done,
+            "its holder",
+        ),
         Action::Review { approve } => (
             from == InReview,
             roles.lead || roles.creator,
@@ -530,7 +555,11 @@ impl Core {
                 &task,
                 json!({"previous_assignee": task.assignee}),
             );
-            if let Some((task, events)) = self.store.apply_task_change(room, id, &change, None).await? {
+            if let Some((task, events)) = self
+                .store
+                .apply_task_change(room, id, &change, None)
+                .await?
+            {
                 tracing::info!(room, task_id = id, "lease lapsed; task back to pending");
                 self.bus.publish(events);
                 return Ok(task);
@@ -556,8 +585,10 @@ impl Core {
                 Decision::Write(change) => {
                     let audit = call.audit();
                     let audit = audited.then_some(&audit);
-                    if let Some((task, events)) =
-                        self.store.apply_task_change(room, id, &change, audit).await?
+                    if let Some((task, events)) = self
+                        .store
+                        .apply_task_change(room, id, &change, audit)
+                        .await?
                     {
                         if audited {
                             call.mark_audited();
@@ -613,14 +644,24 @@ impl Core {
         Ok((room, tasks))
     }
 
-    pub async fn get_task(&self, call: &Call, room: Option<&str>, id: i64) -> Result<(Task, Vec<crate::domain::board::Note>)> {
+    pub async fn get_task(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        id: i64,
+    ) -> Result<(Task, Vec<crate::domain::board::Note>)> {
         let room = self.room(call, room).await?.name;
         let task = self.load_task(&room, id).await?;
         let notes = self.store.notes(id).await?;
         Ok((task, notes))
     }
 
-    pub async fn create_task(&self, call: &Call, room: Option<&str>, req: CreateTask) -> Result<Task> {
+    pub async fn create_task(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        req: CreateTask,
+    ) -> Result<Task> {
         let room = self.room(call, room).await?.name;
         self.writable(call)?;
         limits::non_empty("title", &req.title)?;
@@ -668,7 +709,9 @@ impl Core {
         }
         if req.claim {
             if assignee.as_ref().is_some_and(|a| *a != call.agent) {
-                return Err(Error::invalid("claim: true cannot go with an assignee other than you"));
+                return Err(Error::invalid(
+                    "claim: true cannot go with an assignee other than you",
+                ));
             }
             if !unfinished.is_empty() {
                 return Err(Error::conflict(format!(
@@ -687,8 +730,16 @@ impl Core {
             title: req.title,
             body,
             depends_on,
-            status: if req.claim { Status::InProgress } else { Status::Pending },
-            assignee: if req.claim { Some(call.agent.clone()) } else { assignee },
+            status: if req.claim {
+                Status::InProgress
+            } else {
+                Status::Pending
+            },
+            assignee: if req.claim {
+                Some(call.agent.clone())
+            } else {
+                assignee
+            },
             created_by: call.agent.clone(),
             priority,
             required_skill: req.required_skill,
@@ -726,7 +777,12 @@ impl Core {
             if let Some(holder) = task.holder() {
                 return Ok(Decision::Refuse(format!("already held by {holder}")));
             }
-            if let Err(r) = transition(Action::Claim, task.status, Roles::of(call, task), task.needs_review) {
+            if let Err(r) = transition(
+                Action::Claim,
+                task.status,
+                Roles::of(call, task),
+                task.needs_review,
+            ) {
                 return Ok(Decision::Refuse(r.message().to_owned()));
             }
             if let Some(a) = &task.assignee
@@ -737,7 +793,9 @@ impl Core {
             if let Some(skill) = &task.required_skill
                 && !has_skill(call, skill)
             {
-                return Ok(Decision::Refuse(format!("requires skill {skill:?}, which this token lacks")));
+                return Ok(Decision::Refuse(format!(
+                    "requires skill {skill:?}, which this token lacks"
+                )));
             }
             if !task.blocked_by_unfinished.is_empty() {
                 return Ok(Decision::Refuse(format!(
@@ -844,7 +902,12 @@ impl Core {
             limits::check("reason", r, limits::REASON)?;
         }
         self.change_task(call, &room, id, true, |task, now| {
-            match transition(Action::Release, task.status, Roles::of(call, task), task.needs_review) {
+            match transition(
+                Action::Release,
+                task.status,
+                Roles::of(call, task),
+                task.needs_review,
+            ) {
                 Err(r) => Ok(Decision::Refuse(r.message().to_owned())),
                 Ok(to) => {
                     let mut change = TaskChange::from(task, now).to(to);
@@ -861,7 +924,13 @@ impl Core {
         .map(|(o, _)| o)
     }
 
-    pub async fn add_note(&self, call: &Call, room: Option<&str>, id: i64, body: &str) -> Result<(Task, i64)> {
+    pub async fn add_note(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        id: i64,
+        body: &str,
+    ) -> Result<(Task, i64)> {
         let room = self.room(call, room).await?.name;
         self.writable(call)?;
         limits::non_empty("body", body)?;
@@ -877,17 +946,32 @@ impl Core {
         Ok((done_or_conflict(outcome)?, note_id.unwrap_or_default()))
     }
 
-    pub async fn submit_result(&self, call: &Call, room: Option<&str>, id: i64, result: &str) -> Result<Task> {
+    pub async fn submit_result(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        id: i64,
+        result: &str,
+    ) -> Result<Task> {
         let room = self.room(call, room).await?.name;
         self.writable(call)?;
         limits::non_empty("result", result)?;
         limits::check("result", result, limits::RESULT)?;
         let outcome = self
             .change_task(call, &room, id, true, |task, now| {
-                let to = transition(Action::Submit, task.status, Roles::of(call, task), task.needs_review)?;
+                let to = transition(
+                    Action::Submit,
+                    task.status,
+                    Roles::of(call, task),
+                    task.needs_review,
+                )?;
                 let mut change = TaskChange::from(task, now).to(to);
                 change.result = Some(result.to_owned());
-                Ok(Decision::Write(change.event("task_submitted", task, json!({}))))
+                Ok(Decision::Write(change.event(
+                    "task_submitted",
+                    task,
+                    json!({}),
+                )))
             })
             .await?
             .0;
@@ -909,7 +993,9 @@ impl Core {
             limits::check("note", n, limits::REASON)?;
         }
         if !approve && note.is_none() {
-            return Err(Error::invalid("a rejection needs a note saying what to change"));
+            return Err(Error::invalid(
+                "a rejection needs a note saying what to change",
+            ));
         }
         let outcome = self
             .change_task(call, &room, id, true, |task, now| {
@@ -951,7 +1037,12 @@ impl Core {
         }
         let outcome = self
             .change_task(call, &room, id, true, |task, now| {
-                let to = transition(Action::Cancel, task.status, Roles::of(call, task), task.needs_review)?;
+                let to = transition(
+                    Action::Cancel,
+                    task.status,
+                    Roles::of(call, task),
+                    task.needs_review,
+                )?;
                 let change = TaskChange::from(task, now).to(to);
                 Ok(Decision::Write(change.event(
                     "task_cancelled",
@@ -1046,24 +1137,48 @@ mod tests {
         let nobody = roles(false, false, false, false);
         let holder = roles(true, false, false, false);
         let creator = roles(false, true, false, false);
-        assert_eq!(transition(Action::Claim, Pending, nobody, false), Ok(InProgress));
+        assert_eq!(
+            transition(Action::Claim, Pending, nobody, false),
+            Ok(InProgress)
+        );
         assert!(transition(Action::Claim, InReview, nobody, false).is_err());
-        assert_eq!(transition(Action::Submit, InProgress, holder, true), Ok(InReview));
+        assert_eq!(
+            transition(Action::Submit, InProgress, holder, true),
+            Ok(InReview)
+        );
         assert_eq!(transition(Action::Submit, Blocked, holder, false), Ok(Done));
-        assert!(matches!(transition(Action::Submit, Done, holder, false), Err(Refusal::State(_))));
-        assert!(matches!(transition(Action::Submit, InProgress, creator, false), Err(Refusal::Role(_))));
+        assert!(matches!(
+            transition(Action::Submit, Done, holder, false),
+            Err(Refusal::State(_))
+        ));
+        assert!(matches!(
+            transition(Action::Submit, InProgress, creator, false),
+            Err(Refusal::Role(_))
+        ));
         assert!(matches!(
             transition(Action::SetStatus(Cancelled), InProgress, holder, false),
             Err(Refusal::Role(_))
         ));
-        assert_eq!(transition(Action::SetStatus(Done), InProgress, holder, true), Ok(InReview));
-        assert_eq!(transition(Action::Review { approve: false }, InReview, creator, false), Ok(Pending));
-        assert!(matches!(transition(Action::Cancel, Done, creator, false), Err(Refusal::State(_))));
+        assert_eq!(
+            transition(Action::SetStatus(Done), InProgress, holder, true),
+            Ok(InReview)
+        );
+        assert_eq!(
+            transition(Action::Review { approve: false }, InReview, creator, false),
+            Ok(Pending)
+        );
+        assert!(matches!(
+            transition(Action::Cancel, Done, creator, false),
+            Err(Refusal::State(_))
+        ));
     }
 
     #[test]
     fn search_words_are_plain() {
-        assert_eq!(search_words("foo* OR \"bar\" -baz"), vec!["foo", "or", "bar", "baz"]);
+        assert_eq!(
+            search_words("foo* OR \"bar\" -baz"),
+            vec!["foo", "or", "bar", "baz"]
+        );
         assert!(search_words("*** ()").is_empty());
     }
 }

@@ -19,7 +19,9 @@ pub fn mentions(body: &str) -> Vec<String> {
             }
             let name: String = chars[start..end].iter().collect();
             let name = name.trim_end_matches(['.', '-']).to_lowercase();
-            if !name.is_empty() && name.chars().count() <= limits::AGENT_NAME && !found.contains(&name)
+            if !name.is_empty()
+                && name.chars().count() <= limits::AGENT_NAME
+                && !found.contains(&name)
             {
                 found.push(name);
             }
@@ -38,7 +40,7 @@ fn is_name_char(c: char) -> bool {
 /// Whether `body` mentions `agent`.
 pub fn mentions_agent(body: &str, agent: &str) -> bool {
     let agent = agent.to_lowercase();
-    mentions(body).iter().any(|m| *m == agent)
+    mentions(body).contains(&agent)
 }
 
 impl Core {
@@ -89,7 +91,10 @@ impl Core {
     ) -> Result<(String, Vec<Message>, i64)> {
         let room = self.room(call, room).await?;
         let limit = limits::clamp_limit(limit, 50, 200);
-        let messages = self.store.read_messages(&room.name, since_id.max(0), limit).await?;
+        let messages = self
+            .store
+            .read_messages(&room.name, since_id.max(0), limit)
+            .await?;
         let latest = self.store.latest_message_id(&room.name).await?;
         Ok((room.name, messages, latest))
     }

@@ -94,7 +94,11 @@ impl Core {
             waited: started.elapsed(),
             event,
         };
-        if let Some(id) = self.store.peer_event_after_cursor(&room, &call.agent).await? {
+        if let Some(id) = self
+            .store
+            .peer_event_after_cursor(&room, &call.agent)
+            .await?
+        {
             let event = self.event_by_id(&room, id).await?;
             return Ok((room, done(event.or(Some(placeholder(id))))));
         }
@@ -127,7 +131,12 @@ impl Core {
             kind: None,
             task_id: None,
         };
-        Ok(self.store.read_events(room, &filter).await?.into_iter().next())
+        Ok(self
+            .store
+            .read_events(room, &filter)
+            .await?
+            .into_iter()
+            .next())
     }
 }
 

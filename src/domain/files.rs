@@ -19,7 +19,11 @@ pub fn check_name(name: &str) -> Result<()> {
         return Err(Error::invalid("name must not be empty"));
     }
     limits::check("name", name, limits::FILE_NAME)?;
-    if name.contains(['/', '\\']) || name.chars().any(char::is_control) || trimmed == "." || trimmed == ".." {
+    if name.contains(['/', '\\'])
+        || name.chars().any(char::is_control)
+        || trimmed == "."
+        || trimmed == ".."
+    {
         return Err(Error::invalid(
             "name must be a plain file name: no slashes, no control characters, not . or ..",
         ));
@@ -64,7 +68,10 @@ impl Core {
                 self.settings.max_file_bytes
             )));
         }
-        let mime = mime.map(str::trim).filter(|m| !m.is_empty()).unwrap_or("application/octet-stream");
+        let mime = mime
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .unwrap_or("application/octet-stream");
         limits::check("mime", mime, limits::MIME)?;
         if mime.chars().any(char::is_control) {
             return Err(Error::invalid("mime must not hold control characters"));
@@ -82,7 +89,9 @@ impl Core {
         if let Some(t) = task_id
             && self.store.get_task(&room, t).await?.is_none()
         {
-            return Err(Error::not_found(format!("task {t} not found in room {room:?}")));
+            return Err(Error::not_found(format!(
+                "task {t} not found in room {room:?}"
+            )));
         }
         let file = NewFile {
             name: name.to_owned(),
@@ -100,7 +109,12 @@ impl Core {
         Ok(meta)
     }
 
-    pub async fn get_file(&self, call: &Call, room: Option<&str>, id: i64) -> Result<(FileMeta, Vec<u8>)> {
+    pub async fn get_file(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        id: i64,
+    ) -> Result<(FileMeta, Vec<u8>)> {
         let room = self.room(call, room).await?.name;
         self.store
             .get_file(&room, id, now_ms())
@@ -108,10 +122,18 @@ impl Core {
             .ok_or_else(|| Error::not_found(format!("file {id} not found in room {room:?}")))
     }
 
-    pub async fn list_files(&self, call: &Call, room: Option<&str>, limit: Option<i64>) -> Result<(String, Vec<FileMeta>)> {
+    pub async fn list_files(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        limit: Option<i64>,
+    ) -> Result<(String, Vec<FileMeta>)> {
         let room = self.room(call, room).await?.name;
         let limit = limits::clamp_limit(limit, 50, 200);
-        Ok((room.clone(), self.store.list_files(&room, limit, now_ms()).await?))
+        Ok((
+            room.clone(),
+            self.store.list_files(&room, limit, now_ms()).await?,
+        ))
     }
 
     /// The uploader or a room admin deletes a file.
@@ -124,7 +146,9 @@ impl Core {
             .await?
             .ok_or_else(|| Error::not_found(format!("file {id} not found in room {room:?}")))?;
         if meta.author != call.agent && !call.admin {
-            return Err(Error::forbidden("only the uploader or a room admin may delete this file"));
+            return Err(Error::forbidden(
+                "only the uploader or a room admin may delete this file",
+            ));
         }
         let event = self
             .store

@@ -73,11 +73,10 @@ impl Core {
                 caller.rooms().join(", ")
             )));
         }
-        let room = self
-            .store
-            .get_room(name)
-            .await?
-            .ok_or_else(|| Error::not_found(format!("room {name:?} does not exist (any more)")))?;
+        let room =
+            self.store.get_room(name).await?.ok_or_else(|| {
+                Error::not_found(format!("room {name:?} does not exist (any more)"))
+            })?;
         self.presence.touch(name, &caller.agent);
         Ok(room)
     }
@@ -103,7 +102,6 @@ impl Core {
         }
         Ok(())
     }
-
 }
 
 /// One call into the domain: who makes it and through which tool (or route).

@@ -6,9 +6,9 @@ use crate::error::{Error, Result};
 pub fn check_room(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'))
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        })
         && name.bytes().any(|b| b != b'.');
     if ok {
         Ok(())
@@ -52,7 +52,18 @@ mod tests {
         for good in ["a", "team-1", "x.y_z", "a".repeat(64).as_str()] {
             assert!(check_room(good).is_ok(), "{good}");
         }
-        for bad in ["", " ", "..", ".", "A", "a/b", "a b", "ä", &"a".repeat(65), "../etc"] {
+        for bad in [
+            "",
+            " ",
+            "..",
+            ".",
+            "A",
+            "a/b",
+            "a b",
+            "ä",
+            &"a".repeat(65),
+            "../etc",
+        ] {
             assert!(check_room(bad).is_err(), "{bad}");
         }
     }

@@ -22,10 +22,11 @@ impl Presence {
         let stale = seen.get(&key).is_none_or(|&t| now - t >= 1_000);
         if stale {
             seen.insert(key, now);
-            self.dirty
-                .lock()
-                .expect("presence lock")
-                .push((room.to_owned(), agent.to_owned(), now));
+            self.dirty.lock().expect("presence lock").push((
+                room.to_owned(),
+                agent.to_owned(),
+                now,
+            ));
         }
     }
 

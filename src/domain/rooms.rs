@@ -53,7 +53,12 @@ impl Core {
     }
 
     /// Any writer may change a room's description, repo URL and onboarding notes.
-    pub async fn set_room_info(&self, call: &Call, room: Option<&str>, info: RoomInfo) -> Result<Room> {
+    pub async fn set_room_info(
+        &self,
+        call: &Call,
+        room: Option<&str>,
+        info: RoomInfo,
+    ) -> Result<Room> {
         let room = self.room(call, room).await?;
         self.writable(call)?;
         if info.description.is_none() && info.repo_url.is_none() && info.onboarding_notes.is_none()

@@ -79,9 +79,7 @@ pub async fn verify(store: &dyn Store, raw: &str) -> Result<Option<Caller>> {
         return Ok(None);
     }
     let record = store.token_by_hash(&token::hash(raw)).await?;
-    Ok(record
-        .filter(|t| t.revoked_ts.is_none())
-        .map(Caller::from))
+    Ok(record.filter(|t| t.revoked_ts.is_none()).map(Caller::from))
 }
 
 /// Revokes every token of `agent`; returns how many.

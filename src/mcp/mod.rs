@@ -176,3 +176,46 @@ fn map_argument_error(result: CallToolResult) -> CallToolResult {
         None => CallToolResult::error(vec![ContentBlock::text(text)]),
     }
 }
+
+/// Gives rmcp's plain-text refusals of a body our JSON shapes: an unparsable
+/// body becomes a JSON-RPC parse error (`-32700`), a message that is not
+/// JSON-RPC an invalid request (`-32600`), an oversized body `too_large`.
+pub async fn map_transport_errors(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let response = next.run(req).await;
+    let status = response.status();
+    if status != StatusCode::UNSUPPORTED_MEDIA_TYPE && status != StatusCode::PAYLOAD_TOO_LARGE {
+        return response;
+    }
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return Error::TooLarge(
+            "the request body is over the limit (CHATROOM_MAX_FILE_BYTES, base64 included)".into(),
+        )
+        .into_response();
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return parts.status.into_response();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let Some(detail) = text.strip_prefix("fail to deserialize request body") else {
+        return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    let (code, message) = if detail.contains("unrecognized JSON-RPC message") {
+        (
+            -32600,
+            "Invalid Request: the body is JSON but not a JSON-RPC message".to_owned(),
+        )
+    } else {
+        (-32700, format!("Parse error:{detail}"))
+    };
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})),
+    )
+        .into_response()
+}

@@ -1,0 +1,50 @@
+//! The HTTP surfaces besides `/mcp`: the `/v1` REST API and SSE stream, the
+//! `/ui` dashboard and the `/admin` console. Each submodule contributes its
+//! routes here.
+
+use axum::Router;
+use axum::http::HeaderMap;
+
+use crate::config::Config;
+use crate::server::AppState;
+
+/// Every route of this module.
+pub fn routes(_state: AppState) -> Router<AppState> {
+    Router::new()
+}
+
+/// Edge headers that mark a request as having come through the public side
+/// (a tunnel or reverse proxy), whatever `CHATROOM_TRUST_PROXY` says.
+const EDGE_HEADERS: &[&str] = &[
+    "cf-ray",
+    "cf-connecting-ip",
+    "cf-ipcountry",
+    "x-forwarded-for",
+];
+
+/// Whether a request arrived through the public side: an edge header, or a
+/// Host listed in `CHATROOM_PUBLIC_HOSTS`. With `CHATROOM_CONSOLE_LAN_ONLY`
+/// on, `/ui`, `/admin` and `/v1/admin/*` answer `404` to such requests.
+pub fn from_public_side(config: &Config, headers: &HeaderMap) -> bool {
+    if EDGE_HEADERS.iter().any(|h| headers.contains_key(*h)) {
+        return true;
+    }
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let bare = host.rsplit_once(':').map_or(host.as_str(), |(h, p)| {
+        if p.chars().all(|c| c.is_ascii_digit()) {
+            h
+        } else {
+            host.as_str()
+        }
+    });
+    config.public_hosts.iter().any(|p| p == &host || p == bare)
+}
+
+/// Whether the console surfaces (`/ui`, `/admin`) are hidden from this request.
+pub fn console_hidden(config: &Config, headers: &HeaderMap) -> bool {
+    config.console_lan_only && from_public_side(config, headers)
+}

@@ -1,0 +1,255 @@
+//! Test fixtures: a real server on `127.0.0.1:0` with a real SQLite file,
+//! and clients that speak to it the way outside clients do.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chatroom::config::Config;
+use chatroom::db::{self, RoomInfo, Store};
+use chatroom::domain::{rooms, tokens};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use chatroom::domain::tokens::Grant;
+
+/// A server running in this process, with its own database file.
+pub struct TestServer {
+    pub url: String,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    pub db_path: String,
+    /// A second handle on the same database, as the admin CLI would have.
+    pub store: Arc<dyn Store>,
+    pub shutdown: CancellationToken,
+    handle: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        TestServer::start_with(|_| {}).await
+    }
+
+    /// Starts with the test defaults (no rate limit), adjusted by `tweak`.
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db_path = dir
+            .path()
+            .join("chatroom.db")
+            .to_string_lossy()
+            .into_owned();
+        let mut config = Config::for_tests(&db_path);
+        config.rate_limit_per_minute = 0;
+        config.auth_fail_limit = 0;
+        tweak(&mut config);
+        let store = db::open(&format!("sqlite://{db_path}"))
+            .await
+            .expect("open db");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let handle = tokio::spawn(chatroom::server::launch(config, listener, shutdown.clone()));
+        TestServer {
+            url: format!("http://{addr}"),
+            addr,
+            dir,
+            db_path,
+            store,
+            shutdown,
+            handle: Some(handle),
+        }
+    }
+
+    pub async fn room(&self, name: &str) {
+        rooms::create(self.store.as_ref(), name, RoomInfo::default())
+            .await
+            .expect("create room");
+    }
+
+    /// Mints a plain writer token for `agent` in `room`.
+    pub async fn token(&self, agent: &str, room: &str) -> String {
+        self.token_with(Grant {
+            agent: agent.into(),
+            room: room.into(),
+            ..Grant::default()
+        })
+        .await
+    }
+
+    pub async fn token_with(&self, grant: Grant) -> String {
+        let (secret, _) = tokens::mint(self.store.as_ref(), grant)
+            .await
+            .expect("mint");
+        secret.expose().to_owned()
+    }
+
+    /// A room `name` and a client for `agent` in it.
+    pub async fn agent(&self, agent: &str, room: &str) -> McpClient {
+        if self.store.get_room(room).await.unwrap().is_none() {
+            self.room(room).await;
+        }
+        let token = self.token(agent, room).await;
+        self.mcp(&token)
+    }
+
+    pub fn mcp(&self, token: &str) -> McpClient {
+        McpClient::new(&self.url, token)
+    }
+
+    /// Stops the server and waits for it to drain.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(h) = self.handle.take() {
+            h.await.expect("server task").expect("server result");
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A raw JSON-RPC client of `/mcp`, as curl or any other client sends it.
+#[derive(Clone)]
+pub struct McpClient {
+    pub http: reqwest::Client,
+    pub url: String,
+    pub token: String,
+}
+
+/// What a tool call answered.
+#[derive(Debug, Clone)]
+pub struct ToolResult {
+    pub is_error: bool,
+    pub body: Value,
+}
+
+impl ToolResult {
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+impl McpClient {
+    pub fn new(base: &str, token: &str) -> McpClient {
+        McpClient {
+            http: reqwest::Client::new(),
+            url: format!("{base}/mcp"),
+            token: token.to_owned(),
+        }
+    }
+
+    /// POSTs a JSON-RPC body; returns the status and the parsed JSON (or a
+    /// string holding the raw body when it is not JSON).
+    pub async fn rpc(&self, body: &Value) -> (u16, Value) {
+        self.post_raw(body.to_string()).await
+    }
+
+    pub async fn post_raw(&self, body: String) -> (u16, Value) {
+        let resp = self
+            .http
+            .post(&self.url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .bearer_auth(&self.token)
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    /// Calls a tool and returns its result.
+    pub async fn try_call(&self, tool: &str, args: Value) -> ToolResult {
+        let (status, v) = self
+            .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}}))
+            .await;
+        assert_eq!(status, 200, "{tool}: HTTP {status}: {v}");
+        let result = &v["result"];
+        assert!(result.is_object(), "{tool}: not a tool result: {v}");
+        let text = result["content"][0]["text"].as_str().unwrap_or("");
+        let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+        if let Some(structured) = result.get("structuredContent") {
+            assert_eq!(
+                structured, &body,
+                "{tool}: text and structured content differ"
+            );
+        }
+        ToolResult {
+            is_error: result["isError"] == json!(true),
+            body,
+        }
+    }
+
+    /// Calls a tool that must succeed.
+    pub async fn call(&self, tool: &str, args: Value) -> Value {
+        let r = self.try_call(tool, args).await;
+        assert!(!r.is_error, "{tool} failed: {}", r.body);
+        r.body
+    }
+
+    /// Calls a tool that must be refused; returns the error code.
+    pub async fn refused(&self, tool: &str, args: Value) -> String {
+        let r = self.try_call(tool, args).await;
+        assert!(r.is_error, "{tool} should have been refused: {}", r.body);
+        r.code().to_owned()
+    }
+}
+
+/// The built `chatroom` binary.
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_chatroom")
+}
+
+/// Runs `chatroom ARGS` with `env` and returns (exit code, stdout, stderr).
+pub async fn run_cli(args: &[&str], env: &HashMap<&str, String>) -> (i32, String, String) {
+    let out = tokio::process::Command::new(binary())
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run chatroom");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until `url/healthz` answers, up to `limit`.
+pub async fn wait_healthy(url: &str, limit: Duration) -> bool {
+    let client = reqwest::Client::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(r) = client.get(format!("{url}/healthz")).send().await
+            && r.status().is_success()
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
