@@ -1,0 +1,223 @@
+//! The admin command line, run as the real binary against a real database
+//! file, also while a server runs on it.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{TestServer, run_cli};
+use serde_json::{Value, json};
+
+fn env_for(db: &str) -> HashMap<&'static str, String> {
+    HashMap::from([("CHATROOM_DB", db.to_owned())])
+}
+
+/// `add-token` prints the token alone on a line; `--json` prints one object
+/// with `token`, `agent`, `room`; both tokens work on a running server.
+#[tokio::test]
+async fn add_token_prints_a_working_token() {
+    let s = TestServer::start().await;
+    let env = env_for(&s.db_path);
+    let (code, out, err) =
+        run_cli(&["admin", "add-room", "lobby", "--description", "hi"], &env).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("lobby"));
+    let (code, out, _) = run_cli(
+        &["admin", "add-token", "--agent", "alice", "--room", "lobby"],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0);
+    let token = out
+        .lines()
+        .find(|l| l.starts_with("cr_"))
+        .expect("a line starting cr_");
+    assert_eq!(out.trim(), token, "stdout holds the token alone");
+    s.mcp(token).call("whoami", json!({})).await;
+    let (code, out, _) = run_cli(
+        &[
+            "admin",
+            "add-token",
+            "--agent",
+            "bob",
+            "--room",
+            "lobby",
+            "--lead",
+            "--skill",
+            "rust",
+            "--json",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["agent"], "bob");
+    assert_eq!(v["room"], "lobby");
+    assert_eq!(v["lead"], true);
+    let me = s
+        .mcp(v["token"].as_str().unwrap())
+        .call("whoami", json!({}))
+        .await;
+    assert_eq!(me["skills"], json!(["rust"]));
+}
+
+/// `add-token` refuses a room that does not exist, and bad names, with a
+/// one-line reason and a non-zero exit.
+#[tokio::test]
+async fn add_token_refuses_unknown_rooms() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env_for(&dir.path().join("c.db").to_string_lossy());
+    let (code, out, err) = run_cli(
+        &["admin", "add-token", "--agent", "a", "--room", "nowhere"],
+        &env,
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(out.is_empty());
+    assert!(err.contains("does not exist"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (code, _, err) = run_cli(&["admin", "add-room", "Bad Name"], &env).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("not valid"), "{err}");
+    let (code, _, _) = run_cli(&["admin", "add-room", "dup"], &env).await;
+    assert_eq!(code, 0);
+    let (code, _, err) = run_cli(&["admin", "add-room", "dup"], &env).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("already exists"), "{err}");
+}
+
+/// `list-tokens` never prints a raw token; `revoke` takes effect on the
+/// running server at once.
+#[tokio::test]
+async fn list_tokens_hides_secrets_and_revoke_is_immediate() {
+    let s = TestServer::start().await;
+    let env = env_for(&s.db_path);
+    run_cli(&["admin", "add-room", "lobby"], &env).await;
+    let (_, out, _) = run_cli(
+        &["admin", "add-token", "--agent", "alice", "--room", "lobby"],
+        &env,
+    )
+    .await;
+    let token = out.trim().to_owned();
+    let alice = s.mcp(&token);
+    alice.call("whoami", json!({})).await;
+    for args in [
+        &["admin", "list-tokens"][..],
+        &["admin", "list-tokens", "--json"][..],
+    ] {
+        let (code, out, err) = run_cli(args, &env).await;
+        assert_eq!(code, 0);
+        assert!(out.contains("alice"));
+        assert!(!out.contains(&token) && !err.contains(&token));
+        assert!(!out.contains(&token[3..20]), "not even part of it");
+    }
+    let (code, out, _) = run_cli(&["admin", "revoke", "--agent", "alice"], &env).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("revoked 1"));
+    let (status, _) = alice
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(status, 401);
+    let (code, out, _) = run_cli(&["admin", "list-tokens"], &env).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("revoked"));
+    let (code, _, err) = run_cli(&["admin", "purge-tokens", "--older-than-days", "0"], &env).await;
+    assert_ne!(code, 0, "purge needs --yes");
+    assert!(err.contains("--yes"));
+    let (code, out, _) = run_cli(
+        &["admin", "purge-tokens", "--older-than-days", "0", "--yes"],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert!(out.contains("purged 1"));
+}
+
+/// `delete-room` needs `--yes`; with it, the room and its content are gone.
+#[tokio::test]
+async fn delete_room_needs_yes() {
+    let s = TestServer::start().await;
+    let env = env_for(&s.db_path);
+    let alice = s.agent("alice", "lobby").await;
+    alice
+        .call("post_message", json!({"body": "keep me?"}))
+        .await;
+    let (code, _, err) = run_cli(&["admin", "delete-room", "--room", "lobby"], &env).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("--yes"));
+    alice.call("read_messages", json!({})).await;
+    let (code, _, err) = run_cli(&["admin", "delete-room", "--room", "lobby", "--yes"], &env).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(alice.refused("read_messages", json!({})).await, "not_found");
+    let (code, _, _) = run_cli(&["admin", "delete-room", "--room", "lobby", "--yes"], &env).await;
+    assert_ne!(code, 0, "already gone");
+}
+
+/// `room-info`, `set-retention` and `list-rooms` work and validate.
+#[tokio::test]
+async fn room_commands() {
+    let s = TestServer::start().await;
+    let env = env_for(&s.db_path);
+    run_cli(&["admin", "add-room", "lobby"], &env).await;
+    let (code, out, _) = run_cli(
+        &[
+            "admin",
+            "room-info",
+            "--room",
+            "lobby",
+            "--repo-url",
+            "https://x",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert!(out.contains("https://x"));
+    let (code, _, err) = run_cli(
+        &[
+            "admin",
+            "set-retention",
+            "--room",
+            "lobby",
+            "--days",
+            "9999",
+        ],
+        &env,
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("days"), "{err}");
+    let (code, out, _) = run_cli(
+        &["admin", "set-retention", "--room", "lobby", "--days", "7"],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = run_cli(&["admin", "list-rooms", "--json"], &env).await;
+    assert_eq!(code, 0);
+    let rooms: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(rooms[0]["name"], "lobby");
+    assert_eq!(rooms[0]["retention_days"], 7);
+    assert_eq!(rooms[0]["repo_url"], "https://x");
+}
+
+/// `--help` works everywhere and a bad argument exits non-zero.
+#[tokio::test]
+async fn help_everywhere() {
+    let env = HashMap::new();
+    for args in [
+        &["--help"][..],
+        &["serve", "--help"][..],
+        &["admin", "--help"][..],
+        &["admin", "add-token", "--help"][..],
+        &["healthcheck", "--help"][..],
+    ] {
+        let (code, out, _) = run_cli(args, &env).await;
+        assert_eq!(code, 0, "{args:?}");
+        assert!(out.contains("Usage"), "{args:?}: {out}");
+    }
+    let (code, _, err) = run_cli(&["admin", "add-token", "--agent"], &env).await;
+    assert_ne!(code, 0);
+    assert!(!err.is_empty());
+}
