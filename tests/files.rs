@@ -23,14 +23,20 @@ async fn round_trip_exact_bytes() {
         .await;
     assert_eq!(put["ok"], true);
     assert_eq!(put["size"], bytes.len());
-    assert_eq!(put["sha256"], hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
+    assert_eq!(
+        put["sha256"],
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes))
+    );
     assert!(put["expires_at"].is_null());
     let got = b.call("get_file", json!({"file_id": put["file_id"]})).await;
     assert_eq!(got["content_base64"], b64(&bytes));
     assert_eq!(got["name"], "blob.bin");
     assert_eq!(got["mime"], "application/x-test");
     assert_eq!(got["author"], "alice");
-    assert_eq!(got["untrusted_content_warning"], chatroom::mcp::UNTRUSTED_WARNING);
+    assert_eq!(
+        got["untrusted_content_warning"],
+        chatroom::mcp::UNTRUSTED_WARNING
+    );
     let list = b.call("list_files", json!({})).await;
     assert_eq!(list["count"], 1);
     assert!(list["files"][0].get("content_base64").is_none());
@@ -46,10 +52,10 @@ async fn bad_files_are_refused() {
     let a = s.agent("alice", "lobby").await;
     let ok = b64(b"hello");
     for (name, content, code) in [
-        ("a.txt", "aGVsbG8", "invalid_argument"),      // missing padding
-        ("a.txt", "aGVs bG8=", "invalid_argument"),    // whitespace
+        ("a.txt", "aGVsbG8", "invalid_argument"), // missing padding
+        ("a.txt", "aGVs bG8=", "invalid_argument"), // whitespace
         ("a.txt", "!!!!", "invalid_argument"),
-        ("a.txt", "", "invalid_argument"),             // empty
+        ("a.txt", "", "invalid_argument"), // empty
         ("../etc/passwd", ok.as_str(), "invalid_argument"),
         ("a/b.txt", ok.as_str(), "invalid_argument"),
         ("..", ok.as_str(), "invalid_argument"),
@@ -57,23 +63,40 @@ async fn bad_files_are_refused() {
         ("new\nline", ok.as_str(), "invalid_argument"),
     ] {
         assert_eq!(
-            a.refused("put_file", json!({"name": name, "content_base64": content})).await,
+            a.refused("put_file", json!({"name": name, "content_base64": content}))
+                .await,
             code,
             "{name:?} {content:?}"
         );
     }
     let big = b64(&vec![7u8; 1001]);
-    assert_eq!(a.refused("put_file", json!({"name": "big", "content_base64": big})).await, "too_large");
     assert_eq!(
-        a.refused("put_file", json!({"name": "x", "content_base64": ok, "expires_in_hours": 0})).await,
+        a.refused("put_file", json!({"name": "big", "content_base64": big}))
+            .await,
+        "too_large"
+    );
+    assert_eq!(
+        a.refused(
+            "put_file",
+            json!({"name": "x", "content_base64": ok, "expires_in_hours": 0})
+        )
+        .await,
         "invalid_argument"
     );
     assert_eq!(
-        a.refused("put_file", json!({"name": "x", "content_base64": ok, "task_id": 999})).await,
+        a.refused(
+            "put_file",
+            json!({"name": "x", "content_base64": ok, "task_id": 999})
+        )
+        .await,
         "not_found"
     );
     assert_eq!(a.call("list_files", json!({})).await["count"], 0);
-    a.call("put_file", json!({"name": "fits", "content_base64": b64(&[1u8; 1000])})).await;
+    a.call(
+        "put_file",
+        json!({"name": "fits", "content_base64": b64(&[1u8; 1000])}),
+    )
+    .await;
 }
 
 /// An expired file is invisible at once, before any sweep.
@@ -82,20 +105,33 @@ async fn expired_files_vanish() {
     let s = TestServer::start().await;
     let a = s.agent("alice", "lobby").await;
     let put = a
-        .call("put_file", json!({"name": "tmp.txt", "content_base64": b64(b"soon gone"), "expires_in_hours": 1}))
+        .call(
+            "put_file",
+            json!({"name": "tmp.txt", "content_base64": b64(b"soon gone"), "expires_in_hours": 1}),
+        )
         .await;
     assert!(put["expires_at"].is_string());
     a.call("get_file", json!({"file_id": put["file_id"]})).await;
     // Let the hour pass: move the expiry into the past in the database.
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", s.db_path)).await.unwrap();
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", s.db_path))
+        .await
+        .unwrap();
     sqlx::query("UPDATE files SET expires_ts = 1 WHERE id = $1")
         .bind(put["file_id"].as_i64().unwrap())
         .execute(&pool)
         .await
         .unwrap();
-    assert_eq!(a.refused("get_file", json!({"file_id": put["file_id"]})).await, "not_found");
+    assert_eq!(
+        a.refused("get_file", json!({"file_id": put["file_id"]}))
+            .await,
+        "not_found"
+    );
     assert_eq!(a.call("list_files", json!({})).await["count"], 0);
-    assert_eq!(a.refused("delete_file", json!({"file_id": put["file_id"]})).await, "not_found");
+    assert_eq!(
+        a.refused("delete_file", json!({"file_id": put["file_id"]}))
+            .await,
+        "not_found"
+    );
 }
 
 /// Only the uploader or a room admin deletes a file; another room's file id
@@ -106,14 +142,46 @@ async fn delete_rules() {
     let a = s.agent("alice", "lobby").await;
     let b = s.agent("bob", "lobby").await;
     let eve = s.agent("eve", "elsewhere").await;
-    let admin = s.mcp(&s.token_with(Grant { agent: "root".into(), room: "lobby".into(), admin: true, ..Grant::default() }).await);
-    let f1 = a.call("put_file", json!({"name": "one", "content_base64": b64(b"1")})).await["file_id"].clone();
-    let f2 = a.call("put_file", json!({"name": "two", "content_base64": b64(b"2")})).await["file_id"].clone();
-    assert_eq!(b.refused("delete_file", json!({"file_id": f1})).await, "forbidden");
-    assert_eq!(eve.refused("get_file", json!({"file_id": f1})).await, "not_found");
-    assert_eq!(eve.refused("delete_file", json!({"file_id": f1})).await, "not_found");
+    let admin = s.mcp(
+        &s.token_with(Grant {
+            agent: "root".into(),
+            room: "lobby".into(),
+            admin: true,
+            ..Grant::default()
+        })
+        .await,
+    );
+    let f1 = a
+        .call(
+            "put_file",
+            json!({"name": "one", "content_base64": b64(b"1")}),
+        )
+        .await["file_id"]
+        .clone();
+    let f2 = a
+        .call(
+            "put_file",
+            json!({"name": "two", "content_base64": b64(b"2")}),
+        )
+        .await["file_id"]
+        .clone();
+    assert_eq!(
+        b.refused("delete_file", json!({"file_id": f1})).await,
+        "forbidden"
+    );
+    assert_eq!(
+        eve.refused("get_file", json!({"file_id": f1})).await,
+        "not_found"
+    );
+    assert_eq!(
+        eve.refused("delete_file", json!({"file_id": f1})).await,
+        "not_found"
+    );
     a.call("delete_file", json!({"file_id": f1})).await;
     admin.call("delete_file", json!({"file_id": f2})).await;
     assert_eq!(a.call("list_files", json!({})).await["count"], 0);
-    assert_eq!(a.call("read_events", json!({"kind": "file_deleted"})).await["count"], 2);
+    assert_eq!(
+        a.call("read_events", json!({"kind": "file_deleted"})).await["count"],
+        2
+    );
 }

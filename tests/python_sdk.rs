@@ -31,17 +31,34 @@ async fn drive(mode: &str) -> Value {
         .await
         .expect("run python");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "python SDK client failed ({mode}):\n{stderr}");
+    assert!(
+        out.status.success(),
+        "python SDK client failed ({mode}):\n{stderr}"
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     // What the SDK posted is really in the room.
     let read = alice.call("read_messages", serde_json::json!({})).await;
-    assert_eq!(read["messages"][0]["body"], format!("hello from python ({mode})"));
+    assert_eq!(
+        read["messages"][0]["body"],
+        format!("hello from python ({mode})")
+    );
     v
 }
 
 fn check(v: &Value, mode: &str) {
-    let tools: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
-    for t in ["whoami", "post_message", "read_messages", "claim_task", "whats_new"] {
+    let tools: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for t in [
+        "whoami",
+        "post_message",
+        "read_messages",
+        "claim_task",
+        "whats_new",
+    ] {
         assert!(tools.contains(&t), "{mode}: {t} missing from {tools:?}");
     }
     assert_eq!(v["whoami"]["agent"], "alice");
