@@ -2,6 +2,7 @@
 //! client-side helpers. Each subcommand parses, calls the library, prints.
 
 mod admin;
+mod bench;
 
 use std::process::ExitCode;
 
@@ -36,6 +37,9 @@ enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Load generator: measures a server with the tools of the contract (run the
+    /// server with CHATROOM_RATE_LIMIT_PER_MINUTE=0).
+    Bench(bench::BenchArgs),
 }
 
 /// Parses the command line and runs it; the exit code says how it went.
@@ -57,6 +61,7 @@ pub fn main() -> ExitCode {
             Command::Serve => serve().await,
             Command::Admin(args) => admin::run(args).await,
             Command::Healthcheck { url } => healthcheck(url).await,
+            Command::Bench(args) => bench::run(args).await,
         }
     });
     match outcome {

@@ -1,0 +1,557 @@
+//! `chatroom bench`: a load generator speaking the tools of the contract to
+//! any server that has them (this one, or another of the same design), over
+//! keep-alive HTTP connections, exactly as MCP clients send them.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Base URL of the server under test (without /mcp).
+    #[arg(long, env = "CHATROOM_URL", default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// Bearer token; give several for scenarios with several agents (used in turn).
+    #[arg(long = "token", required = true)]
+    tokens: Vec<String>,
+    /// What to measure; `all` runs every scenario in turn.
+    #[arg(long, value_enum, default_value = "post_message")]
+    scenario: Scenario,
+    /// Concurrent clients (connections, waiters or stream subscribers).
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Seconds each throughput scenario runs.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Tasks created for `claim_storm`.
+    #[arg(long, default_value_t = 1000)]
+    tasks: usize,
+    /// Room to use (default: each token's default room).
+    #[arg(long)]
+    room: Option<String>,
+    /// Skip the /healthz baseline (no ratio to the bare HTTP ceiling).
+    #[arg(long)]
+    no_baseline: bool,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+enum Scenario {
+    Baseline,
+    PostMessage,
+    ReadMessages,
+    WhatsNew,
+    ClaimStorm,
+    WaitWake,
+    SseFanout,
+    Mixed,
+    All,
+}
+
+/// What one scenario measured.
+#[derive(Debug, Clone, Serialize, Default)]
+struct Report {
+    scenario: String,
+    concurrency: usize,
+    seconds: f64,
+    calls: u64,
+    errors: u64,
+    calls_per_s: f64,
+    p50_ms: f64,
+    p95_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    /// This scenario's rate as a fraction of the /healthz baseline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    of_baseline: Option<f64>,
+    /// Scenario-specific findings (claims, double claims, deliveries…).
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    extra: serde_json::Map<String, Value>,
+}
+
+/// A keep-alive MCP client of one token.
+#[derive(Clone)]
+struct Agent {
+    http: reqwest::Client,
+    mcp: String,
+    base: String,
+    token: String,
+    room: Option<String>,
+}
+
+impl Agent {
+    /// One `tools/call`; `Ok(structured result)` or `Err(reason)`.
+    async fn call(&self, tool: &str, mut args: Value) -> Result<Value, String> {
+        if let (Some(room), Some(obj)) = (&self.room, args.as_object_mut()) {
+            obj.entry("room").or_insert(json!(room));
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+        let resp = self
+            .http
+            .post(&self.mcp)
+            .bearer_auth(&self.token)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        let status = resp.status();
+        let v: Value = resp.json().await.map_err(|e| format!("body: {e}"))?;
+        if !status.is_success() {
+            return Err(format!("HTTP {status}: {v}"));
+        }
+        let result = &v["result"];
+        if result["isError"] == json!(true) {
+            return Err(result["content"][0]["text"].as_str().unwrap_or("tool error").to_owned());
+        }
+        if let Some(s) = result.get("structuredContent") {
+            return Ok(s.clone());
+        }
+        let text = result["content"][0]["text"].as_str().ok_or("no result")?;
+        serde_json::from_str(text).map_err(|e| format!("result: {e}"))
+    }
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.concurrency == 0 || args.duration <= 0.0 {
+        anyhow::bail!("--concurrency and --duration must be positive");
+    }
+    let base = args.url.trim_end_matches('/').trim_end_matches("/mcp").to_owned();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency * 2 + 8)
+        .tcp_nodelay(true)
+        .build()?;
+    let agents: Vec<Agent> = args
+        .tokens
+        .iter()
+        .map(|t| Agent {
+            http: http.clone(),
+            mcp: format!("{base}/mcp"),
+            base: base.clone(),
+            token: t.clone(),
+            room: args.room.clone(),
+        })
+        .collect();
+    // Fail fast on a bad URL or token.
+    for a in &agents {
+        a.call("whoami", json!({}))
+            .await
+            .map_err(|e| anyhow::anyhow!("whoami failed for a token ({e}); is the server up and the token valid?"))?;
+    }
+    let scenarios = match args.scenario {
+        Scenario::All => vec![
+            Scenario::PostMessage,
+            Scenario::ReadMessages,
+            Scenario::WhatsNew,
+            Scenario::ClaimStorm,
+            Scenario::WaitWake,
+            Scenario::SseFanout,
+            Scenario::Mixed,
+        ],
+        Scenario::Baseline => vec![],
+        s => vec![s],
+    };
+    let duration = Duration::from_secs_f64(args.duration);
+    let mut reports = Vec::new();
+    let baseline = if args.no_baseline && args.scenario != Scenario::Baseline {
+        None
+    } else {
+        let r = throughput("baseline", &agents, args.concurrency, duration, |a, _| async move {
+            let r = a.http.get(format!("{}/healthz", a.base)).send().await.map_err(|e| e.to_string())?;
+            if r.status().is_success() { Ok(()) } else { Err(format!("HTTP {}", r.status())) }
+        })
+        .await;
+        let rate = r.calls_per_s;
+        reports.push(r);
+        Some(rate)
+    };
+    for s in scenarios {
+        let mut r = match s {
+            Scenario::PostMessage => {
+                throughput("post_message", &agents, args.concurrency, duration, |a, i| async move {
+                    a.call("post_message", json!({"body": format!("bench message {i}")})).await.map(drop)
+                })
+                .await
+            }
+            Scenario::ReadMessages => {
+                seed_messages(&agents[0], 100).await?;
+                throughput("read_messages", &agents, args.concurrency, duration, |a, _| async move {
+                    a.call("read_messages", json!({"limit": 50})).await.map(drop)
+                })
+                .await
+            }
+            Scenario::WhatsNew => {
+                throughput("whats_new", &agents, args.concurrency, duration, |a, _| async move {
+                    a.call("whats_new", json!({"limit": 50})).await.map(drop)
+                })
+                .await
+            }
+            Scenario::ClaimStorm => claim_storm(&agents, args.concurrency, args.tasks).await?,
+            Scenario::WaitWake => wait_wake(&agents, args.concurrency).await?,
+            Scenario::SseFanout => sse_fanout(&agents, args.concurrency).await?,
+            Scenario::Mixed => {
+                throughput("mixed", &agents, args.concurrency, duration, |a, i| async move { mixed_step(&a, i).await })
+                    .await
+            }
+            Scenario::All | Scenario::Baseline => unreachable!(),
+        };
+        if let Some(b) = baseline
+            && b > 0.0
+            && r.calls_per_s > 0.0
+        {
+            r.of_baseline = Some(r.calls_per_s / b);
+        }
+        reports.push(r);
+    }
+    let failed = reports.iter().any(|r| r.errors > 0 || r.extra.get("double_claims").and_then(Value::as_u64).unwrap_or(0) > 0);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json!({"url": base, "reports": reports}))?);
+    } else {
+        print_table(&reports);
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn print_table(reports: &[Report]) {
+    println!(
+        "{:<14} {:>5} {:>9} {:>10} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9}",
+        "scenario", "conc", "calls", "calls/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "errors", "of /healthz"
+    );
+    for r in reports {
+        println!(
+            "{:<14} {:>5} {:>9} {:>10.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>9}",
+            r.scenario,
+            r.concurrency,
+            r.calls,
+            r.calls_per_s,
+            r.p50_ms,
+            r.p95_ms,
+            r.p99_ms,
+            r.max_ms,
+            r.errors,
+            r.of_baseline.map(|f| format!("{:.1}%", f * 100.0)).unwrap_or_default()
+        );
+        for (k, v) in &r.extra {
+            println!("{:<14} {k}: {v}", "");
+        }
+    }
+}
+
+/// Latency percentiles of `samples` (microseconds), in milliseconds.
+fn fill_latencies(r: &mut Report, mut samples: Vec<u64>) {
+    if samples.is_empty() {
+        return;
+    }
+    samples.sort_unstable();
+    let pick = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize] as f64 / 1000.0;
+    r.p50_ms = pick(0.50);
+    r.p95_ms = pick(0.95);
+    r.p99_ms = pick(0.99);
+    r.max_ms = *samples.last().unwrap() as f64 / 1000.0;
+}
+
+/// Runs `step` from `concurrency` workers for `duration`, with a progress line.
+async fn throughput<F, Fut>(name: &str, agents: &[Agent], concurrency: usize, duration: Duration, step: F) -> Report
+where
+    F: Fn(Agent, u64) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = Result<(), String>> + Send,
+{
+    let calls = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let first_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..concurrency {
+        let agent = agents[w % agents.len()].clone();
+        let (calls, errors, stop, step, first_error) =
+            (calls.clone(), errors.clone(), stop.clone(), step.clone(), first_error.clone());
+        workers.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(4096);
+            let mut i = w as u64 * 1_000_000;
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let r = step(agent.clone(), i).await;
+                lat.push(t.elapsed().as_micros() as u64);
+                calls.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = r {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    first_error.lock().unwrap().get_or_insert(e);
+                }
+                i += 1;
+            }
+            lat
+        }));
+    }
+    let deadline = started + duration;
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1000).min(deadline - Instant::now())).await;
+        let n = calls.load(Ordering::Relaxed);
+        let t = started.elapsed().as_secs_f64();
+        eprint!("\r{name:<14} {t:>5.1}s {n:>9} calls {:>8.0}/s errors {}   ", n as f64 / t, errors.load(Ordering::Relaxed));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut samples = Vec::new();
+    for w in workers {
+        samples.extend(w.await.unwrap_or_default());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    eprintln!();
+    if let Some(e) = first_error.lock().unwrap().take() {
+        eprintln!("{name}: first error: {e}");
+    }
+    let mut r = Report {
+        scenario: name.to_owned(),
+        concurrency,
+        seconds,
+        calls: calls.load(Ordering::Relaxed),
+        errors: errors.load(Ordering::Relaxed),
+        ..Report::default()
+    };
+    r.calls_per_s = r.calls as f64 / seconds;
+    fill_latencies(&mut r, samples);
+    r
+}
+
+async fn seed_messages(agent: &Agent, n: usize) -> anyhow::Result<()> {
+    for i in 0..n {
+        agent
+            .call("post_message", json!({"body": format!("seed {i}")}))
+            .await
+            .map_err(|e| anyhow::anyhow!("seeding: {e}"))?;
+    }
+    Ok(())
+}
+
+/// One step of a plausible agent: mostly reading, some chat, some board work.
+async fn mixed_step(a: &Agent, i: u64) -> Result<(), String> {
+    match i % 10 {
+        0..=2 => a.call("whats_new", json!({"limit": 20})).await.map(drop),
+        3 => a.call("read_messages", json!({"limit": 20})).await.map(drop),
+        4 | 5 => a.call("post_message", json!({"body": format!("status update {i}")})).await.map(drop),
+        6 => a.call("list_tasks", json!({"status": "open", "limit": 20})).await.map(drop),
+        7 => {
+            let t = a.call("create_task", json!({"title": format!("task {i}"), "claim": true})).await?;
+            let id = t["created"]["id"].clone();
+            a.call("add_note", json!({"task_id": id, "body": "on it"})).await?;
+            a.call("submit_result", json!({"task_id": id, "result": "done"})).await.map(drop)
+        }
+        8 => a.call("get_room_info", json!({})).await.map(drop),
+        _ => a.call("search", json!({"query": "status"})).await.map(drop),
+    }
+}
+
+/// Creates `tasks` tasks, then every agent claims them all concurrently;
+/// checks that no task was won twice and that every task has one holder.
+async fn claim_storm(agents: &[Agent], concurrency: usize, tasks: usize) -> anyhow::Result<Report> {
+    let creator = &agents[0];
+    let mut ids = Vec::with_capacity(tasks);
+    for i in 0..tasks {
+        let t = creator
+            .call("create_task", json!({"title": format!("storm {i}")}))
+            .await
+            .map_err(|e| anyhow::anyhow!("creating tasks: {e}"))?;
+        ids.push(t["created"]["id"].as_i64().unwrap_or_default());
+    }
+    let ids = Arc::new(ids);
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..concurrency {
+        let agent = agents[w % agents.len()].clone();
+        let ids = ids.clone();
+        workers.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut wins = Vec::new();
+            let mut errors = 0u64;
+            let n = ids.len();
+            for k in 0..n {
+                let id = ids[(k + w * n / concurrency.max(1)) % n];
+                let t = Instant::now();
+                match agent.call("claim_task", json!({"task_id": id})).await {
+                    Ok(r) if r["claimed"] == json!(true) => wins.push((id, r["task"]["assignee"].as_str().unwrap_or("").to_owned())),
+                    Ok(_) => {}
+                    Err(_) => errors += 1,
+                }
+                lat.push(t.elapsed().as_micros() as u64);
+            }
+            (lat, wins, errors)
+        }));
+    }
+    let mut samples = Vec::new();
+    let mut winners: HashMap<i64, Vec<String>> = HashMap::new();
+    let mut errors = 0;
+    for w in workers {
+        let (lat, wins, e) = w.await?;
+        samples.extend(lat);
+        errors += e;
+        for (id, who) in wins {
+            winners.entry(id).or_default().push(who);
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let double = winners.values().filter(|w| w.len() > 1).count();
+    let claimed = winners.len();
+    // Every task is now held by the one agent that won it.
+    let mut mismatched = 0;
+    for (id, who) in &winners {
+        let t = creator.call("get_task", json!({"task_id": id})).await.unwrap_or_default();
+        if t["task"]["assignee"].as_str() != Some(who[0].as_str()) {
+            mismatched += 1;
+        }
+    }
+    let mut r = Report {
+        scenario: "claim_storm".into(),
+        concurrency,
+        seconds,
+        calls: samples.len() as u64,
+        errors,
+        ..Report::default()
+    };
+    r.calls_per_s = r.calls as f64 / seconds;
+    fill_latencies(&mut r, samples);
+    r.extra.insert("tasks".into(), json!(tasks));
+    r.extra.insert("claimed".into(), json!(claimed));
+    r.extra.insert("claims_per_s".into(), json!((claimed as f64 / seconds).round()));
+    r.extra.insert("double_claims".into(), json!(double));
+    r.extra.insert("holder_mismatches".into(), json!(mismatched));
+    if double > 0 || mismatched > 0 || claimed != tasks {
+        r.errors += 1;
+    }
+    Ok(r)
+}
+
+/// Parks `n` `wait_for_change` calls, posts once, and times how long after
+/// the post's reply each waiter is back.
+async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
+    if agents.len() < 2 {
+        anyhow::bail!("wait_wake needs at least two --token (a poster and waiters of other agents)");
+    }
+    let poster = agents[0].clone();
+    let waiters: Vec<Agent> = agents[1..].to_vec();
+    for w in &waiters {
+        // Bring each waiter's cursor to the end so the wait really parks.
+        loop {
+            let r = w.call("whats_new", json!({"limit": 200})).await.map_err(|e| anyhow::anyhow!(e))?;
+            if r["remaining"].as_i64().unwrap_or(0) == 0 {
+                break;
+            }
+        }
+    }
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..n {
+        let w = waiters[i % waiters.len()].clone();
+        handles.push(tokio::spawn(async move {
+            let r = w.call("wait_for_change", json!({"timeout_s": 60})).await;
+            (Instant::now(), r.map(|v| v["changed"] == json!(true)))
+        }));
+    }
+    // Let every waiter park; the server gives no signal for that.
+    tokio::time::sleep(Duration::from_millis(500 + n as u64)).await;
+    poster.call("post_message", json!({"body": "wake up"})).await.map_err(|e| anyhow::anyhow!(e))?;
+    let posted = Instant::now();
+    let mut samples = Vec::new();
+    let mut errors = 0;
+    for h in handles {
+        let (at, r) = h.await?;
+        match r {
+            Ok(true) => samples.push(at.saturating_duration_since(posted).as_micros() as u64),
+            _ => errors += 1,
+        }
+    }
+    let mut r = Report {
+        scenario: "wait_wake".into(),
+        concurrency: n,
+        seconds: started.elapsed().as_secs_f64(),
+        calls: samples.len() as u64,
+        errors,
+        ..Report::default()
+    };
+    fill_latencies(&mut r, samples);
+    r.extra.insert("measures".into(), json!("time from the post's reply to each waiter's reply"));
+    Ok(r)
+}
+
+/// Opens `n` `/v1/stream` subscribers, posts once, and times the delivery of
+/// the post's `activity` event to each.
+async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
+    let poster = agents[0].clone();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(n.max(1));
+    let marker = format!("fanout-{}", std::process::id());
+    let mut handles = Vec::new();
+    for i in 0..n {
+        let a = agents[i % agents.len()].clone();
+        let ready = ready_tx.clone();
+        let marker = marker.clone();
+        handles.push(tokio::spawn(async move {
+            let mut url = format!("{}/v1/stream?after=now", a.base);
+            if let Some(room) = &a.room {
+                url.push_str(&format!("&room={room}"));
+            }
+            let resp = a.http.get(url).bearer_auth(&a.token).send().await.map_err(|e| e.to_string())?;
+            if !resp.status().is_success() {
+                return Err(format!("HTTP {}", resp.status()));
+            }
+            let _ = ready.send(()).await;
+            let mut body = resp.bytes_stream();
+            let mut buf = String::new();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            while let Ok(Some(chunk)) = tokio::time::timeout_at(deadline, body.next()).await {
+                let chunk = chunk.map_err(|e| e.to_string())?;
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                if buf.contains(&marker) {
+                    return Ok(Instant::now());
+                }
+            }
+            Err("no delivery within 30 s".into())
+        }));
+    }
+    drop(ready_tx);
+    let mut connected = 0;
+    while connected < n {
+        match tokio::time::timeout(Duration::from_secs(30), ready_rx.recv()).await {
+            Ok(Some(())) => connected += 1,
+            _ => break,
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    poster.call("post_message", json!({"body": marker})).await.map_err(|e| anyhow::anyhow!(e))?;
+    let mut samples = Vec::new();
+    let mut errors = (n - connected) as u64;
+    let mut first_error = None;
+    for h in handles {
+        match h.await? {
+            Ok(at) => samples.push(at.saturating_duration_since(started).as_micros() as u64),
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        eprintln!("sse_fanout: first error: {e}");
+    }
+    let mut r = Report {
+        scenario: "sse_fanout".into(),
+        concurrency: n,
+        seconds: started.elapsed().as_secs_f64(),
+        calls: samples.len() as u64,
+        errors,
+        ..Report::default()
+    };
+    fill_latencies(&mut r, samples);
+    r.extra.insert("measures".into(), json!("time from sending the post to each subscriber's delivery"));
+    Ok(r)
+}
