@@ -35,7 +35,10 @@ async fn backup_while_writing_holds_every_acknowledged_message() {
             let mut i = 0;
             while !stop.is_cancelled() {
                 let r = client
-                    .call("post_message", json!({"body": format!("writer {n} message {i}")}))
+                    .call(
+                        "post_message",
+                        json!({"body": format!("writer {n} message {i}")}),
+                    )
                     .await;
                 // Sent only once the server has acknowledged the write.
                 let _ = tx.send(r["message_id"].as_i64().unwrap());
@@ -85,7 +88,10 @@ async fn backup_while_writing_holds_every_acknowledged_message() {
         .await
         .unwrap();
     let with_event: BTreeSet<i64> = events.iter().filter_map(|e| e.message_id).collect();
-    assert_eq!(in_copy, with_event, "a message without its event, or the reverse");
+    assert_eq!(
+        in_copy, with_event,
+        "a message without its event, or the reverse"
+    );
     // The tokens came along: the copy is a server that works as it was.
     assert_eq!(restored.list_tokens().await.unwrap().len(), 2);
 }
@@ -141,10 +147,16 @@ async fn seed(s: &TestServer) -> (Vec<i64>, i64) {
         .await;
     let task_id = task["created"]["id"].as_i64().unwrap();
     bob.call("claim_task", json!({"task_id": task_id})).await;
-    bob.call("add_note", json!({"task_id": task_id, "body": "on it @alice"}))
-        .await;
-    bob.call("submit_result", json!({"task_id": task_id, "result": "Done: see file."}))
-        .await;
+    bob.call(
+        "add_note",
+        json!({"task_id": task_id, "body": "on it @alice"}),
+    )
+    .await;
+    bob.call(
+        "submit_result",
+        json!({"task_id": task_id, "result": "Done: see file."}),
+    )
+    .await;
     let content = base64::engine::general_purpose::STANDARD.encode(b"hello");
     bob.call(
         "put_file",
@@ -245,9 +257,7 @@ async fn markdown_export_quotes_agent_text() {
     let outside = outside_fences(&md);
     for line in &outside {
         assert!(
-            !line.contains("SYSTEM")
-                && !line.contains("<script>")
-                && !line.starts_with("## not"),
+            !line.contains("SYSTEM") && !line.contains("<script>") && !line.starts_with("## not"),
             "agent text escaped its fence: {line:?}\n{md}"
         );
     }

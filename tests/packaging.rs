@@ -90,7 +90,10 @@ fn env_example_matches_the_config() {
     let named: BTreeSet<&str> = example.iter().map(|(n, _, _)| n.as_str()).collect();
     let missing: Vec<_> = VARIABLES.iter().filter(|v| !named.contains(*v)).collect();
     assert!(missing.is_empty(), ".env.example lacks {missing:?}");
-    for v in COMPOSE_VARIABLES.iter().chain(["CLOUDFLARE_TUNNEL_TOKEN"].iter()) {
+    for v in COMPOSE_VARIABLES
+        .iter()
+        .chain(["CLOUDFLARE_TUNNEL_TOKEN"].iter())
+    {
         assert!(named.contains(v), ".env.example lacks {v}");
     }
     let guide = repo_file("GETTING_STARTED.md");
@@ -244,13 +247,18 @@ fn dockerignore_lets_in_what_the_build_reads() {
                 let rel = normalise(&full)
                     .strip_prefix(root)
                     .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_else(|_| panic!("{} includes a file outside the crate", file.display()));
+                    .unwrap_or_else(|_| {
+                        panic!("{} includes a file outside the crate", file.display())
+                    });
                 needed.push(rel);
             }
         }
     }
     for path in &needed {
-        assert!(admits(path), ".dockerignore leaves out {path}, which the build reads");
+        assert!(
+            admits(path),
+            ".dockerignore leaves out {path}, which the build reads"
+        );
     }
     for bad in [".env", "data", "target", ".git", "tests"] {
         assert!(!admits(bad), ".dockerignore lets in {bad}");
@@ -329,7 +337,9 @@ fn parse_dockerfile(text: &str) -> Image {
                 if args.contains('=') {
                     for pair in args.split_whitespace() {
                         let (k, v) = pair.split_once('=').expect("ENV KEY=VALUE");
-                        image.env.push((k.to_owned(), v.trim_matches('"').to_owned()));
+                        image
+                            .env
+                            .push((k.to_owned(), v.trim_matches('"').to_owned()));
                     }
                 } else {
                     let (k, v) = args.split_once(' ').expect("ENV KEY VALUE");
@@ -344,7 +354,9 @@ fn parse_dockerfile(text: &str) -> Image {
                 ));
             }
             "WORKDIR" => image.workdir = Some(args.to_owned()),
-            "VOLUME" => image.volumes.push(args.trim_matches(['[', ']', '"']).to_owned()),
+            "VOLUME" => image
+                .volumes
+                .push(args.trim_matches(['[', ']', '"']).to_owned()),
             "ENTRYPOINT" => image.entrypoint = exec_form(args),
             "CMD" => image.cmd = exec_form(args),
             "HEALTHCHECK" => {
@@ -395,11 +407,7 @@ impl Sandbox {
 
     async fn run(&self, argv: &[&str]) -> (i32, String, String) {
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-        let out = self
-            .command(&argv)
-            .output()
-            .await
-            .expect("run chatroom");
+        let out = self.command(&argv).output().await.expect("run chatroom");
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -426,7 +434,12 @@ fn proc_identity(pid: u32) -> (String, String) {
         status
             .lines()
             .find(|l| l.starts_with(name))
-            .map(|l| l[name.len()..].split_whitespace().collect::<Vec<_>>().join(" "))
+            .map(|l| {
+                l[name.len()..]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
             .unwrap_or_default()
     };
     (field("Uid:"), field("Groups:"))
@@ -480,7 +493,10 @@ async fn binary_keeps_the_image_runtime_contract() {
     let (uid, gid) = image.user.expect("the image names a USER");
     assert!(uid != 0 && gid != 0, "the image must not run as root");
     assert_eq!(image.healthcheck, ["chatroom", "healthcheck"]);
-    assert_eq!(image.entrypoint.first().map(String::as_str), Some("chatroom"));
+    assert_eq!(
+        image.entrypoint.first().map(String::as_str),
+        Some("chatroom")
+    );
 
     // The container's file system, in miniature.
     let dir = tempfile::tempdir().unwrap();
@@ -491,8 +507,7 @@ async fn binary_keeps_the_image_runtime_contract() {
     std::fs::create_dir(&data).unwrap();
     // A copy, since the build's target folder may not be readable by that user.
     std::fs::copy(common::binary(), bin.join("chatroom")).unwrap();
-    std::fs::set_permissions(bin.join("chatroom"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(bin.join("chatroom"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o750)).unwrap();
     let user = if is_root() {
         std::os::unix::fs::chown(&data, Some(uid), Some(gid)).unwrap();
@@ -553,7 +568,9 @@ async fn binary_keeps_the_image_runtime_contract() {
         wait_until_healthy(&sandbox, &image.healthcheck).await,
         "the image's HEALTHCHECK never passed"
     );
-    let (code, _, err) = sandbox.run(&["chatroom", "healthcheck", "--url", &url]).await;
+    let (code, _, err) = sandbox
+        .run(&["chatroom", "healthcheck", "--url", &url])
+        .await;
     assert_eq!(code, 0, "healthcheck --url: {err}");
     if user.is_some() {
         let (uids, groups) = proc_identity(server.id().unwrap());
@@ -565,10 +582,20 @@ async fn binary_keeps_the_image_runtime_contract() {
     }
 
     // What `docker compose exec chatroom chatroom admin …` does.
-    let (code, _, err) = sandbox.run(&["chatroom", "admin", "add-room", "lobby"]).await;
+    let (code, _, err) = sandbox
+        .run(&["chatroom", "admin", "add-room", "lobby"])
+        .await;
     assert_eq!(code, 0, "add-room: {err}");
     let (code, out, err) = sandbox
-        .run(&["chatroom", "admin", "add-token", "--agent", "alice", "--room", "lobby"])
+        .run(&[
+            "chatroom",
+            "admin",
+            "add-token",
+            "--agent",
+            "alice",
+            "--room",
+            "lobby",
+        ])
         .await;
     assert_eq!(code, 0, "add-token: {err}");
     let token = out
@@ -582,7 +609,9 @@ async fn binary_keeps_the_image_runtime_contract() {
         .await;
 
     stop(&mut server).await;
-    let (code, _, _) = sandbox.run(&["chatroom", "healthcheck", "--url", &url]).await;
+    let (code, _, _) = sandbox
+        .run(&["chatroom", "healthcheck", "--url", &url])
+        .await;
     assert_ne!(code, 0, "healthcheck must fail while the server is down");
     if user.is_some() {
         use std::os::unix::fs::MetadataExt;
@@ -694,8 +723,15 @@ fn chatroom_args(words: &[String]) -> Option<Vec<String>> {
     if first == "docker" && w.get(1).map(String::as_str) == Some("compose") {
         let mut j = 2;
         while j < w.len() && w[j].starts_with('-') {
-            j += if ["-f", "--file", "--profile", "--env-file", "-p", "--project-name"]
-                .contains(&w[j].as_str())
+            j += if [
+                "-f",
+                "--file",
+                "--profile",
+                "--env-file",
+                "-p",
+                "--project-name",
+            ]
+            .contains(&w[j].as_str())
             {
                 2
             } else {
@@ -708,8 +744,16 @@ fn chatroom_args(words: &[String]) -> Option<Vec<String>> {
         }
         j += 1;
         while j < w.len() && w[j].starts_with('-') {
-            j += if ["-u", "--user", "-e", "--env", "-w", "--workdir", "--entrypoint"]
-                .contains(&w[j].as_str())
+            j += if [
+                "-u",
+                "--user",
+                "-e",
+                "--env",
+                "-w",
+                "--workdir",
+                "--entrypoint",
+            ]
+            .contains(&w[j].as_str())
             {
                 2
             } else {
@@ -954,7 +998,11 @@ async fn guide_commands_exist() {
     let mut problems = Vec::new();
     for inv in &all {
         if let Err(why) = check(inv, &mut cache).await {
-            problems.push(format!("{}: chatroom {}: {why}", inv.origin, inv.args.join(" ")));
+            problems.push(format!(
+                "{}: chatroom {}: {why}",
+                inv.origin,
+                inv.args.join(" ")
+            ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

@@ -170,7 +170,9 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         (&args.command, url.strip_prefix("sqlite://"))
         && !std::path::Path::new(file).exists()
     {
-        anyhow::bail!("no database at {file} (set CHATROOM_DB or --db to the server's database file)");
+        anyhow::bail!(
+            "no database at {file} (set CHATROOM_DB or --db to the server's database file)"
+        );
     }
     let store = db::open(&url).await?;
     execute(store, args.command).await

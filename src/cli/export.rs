@@ -333,7 +333,10 @@ pub fn to_markdown(data: &RoomExport) -> String {
         md.push_str("No files.\n");
     }
     for f in &data.files {
-        let task = f.task_id.map(|id| format!(", task #{id}")).unwrap_or_default();
+        let task = f
+            .task_id
+            .map(|id| format!(", task #{id}"))
+            .unwrap_or_default();
         let expires = f
             .expires_at
             .map(|ts| format!(", expires {}", fmt_ts(ts)))
