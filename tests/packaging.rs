@@ -211,24 +211,37 @@ fn dockerignore_lets_in_what_the_build_reads() {
         "src/main.rs".to_owned(),
         "migrations/sqlite".to_owned(),
     ];
-    for dir in ["templates", "build.rs"] {
-        if root.join(dir).exists() {
-            needed.push(dir.to_owned());
+    // Files that steer the build when they exist.
+    for file in [
+        "templates",
+        "build.rs",
+        "askama.toml",
+        ".cargo/config.toml",
+        "rust-toolchain.toml",
+    ] {
+        if root.join(file).exists() {
+            needed.push(file.to_owned());
         }
     }
-    // Targets the manifest names by path must be in the context, or cargo
-    // refuses to read the manifest.
-    for line in repo_file("Cargo.toml").lines() {
-        if let Some(rest) = line.trim().strip_prefix("path") {
-            let path = rest.trim_start_matches([' ', '=']).trim().trim_matches('"');
-            if !path.is_empty() && !path.starts_with("..") {
-                needed.push(path.to_owned());
+    // Paths the manifest names (targets, build script, path dependencies)
+    // must be in the context, or cargo refuses to read the manifest.
+    let manifest = repo_file("Cargo.toml");
+    for key in ["path", "build"] {
+        for (at, _) in manifest.match_indices(key) {
+            let before = manifest[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-') {
+                continue;
             }
-        }
-        if let Some(rest) = line.trim().strip_prefix("build") {
-            let path = rest.trim_start_matches([' ', '=']).trim().trim_matches('"');
-            if path.ends_with(".rs") {
-                needed.push(path.to_owned());
+            let rest = manifest[at + key.len()..].trim_start();
+            let Some(value) = rest.strip_prefix('=') else {
+                continue;
+            };
+            let Some(value) = value.trim_start().strip_prefix('"') else {
+                continue;
+            };
+            let path = &value[..value.find('"').unwrap_or(0)];
+            if !path.is_empty() && !path.starts_with("..") {
+                needed.push(path.trim_start_matches("./").to_owned());
             }
         }
     }
