@@ -128,6 +128,18 @@ enum AdminCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Print a room's chat, tasks with notes, and files list (to keep or to read).
+    Export {
+        #[arg(long)]
+        room: String,
+        #[arg(long, value_enum, default_value_t)]
+        format: super::export::ExportFormat,
+    },
+    /// Write a consistent copy of the SQLite database to PATH, also while `serve` runs.
+    Backup {
+        /// A new file (never overwritten), e.g. /data/backup-2026-11-29.db.
+        path: std::path::PathBuf,
+    },
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
@@ -150,7 +162,17 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         AdminCommand::PurgeTokens { yes: false, .. } => {
             anyhow::bail!("purging deletes revoked tokens for good: add --yes to confirm")
         }
+        AdminCommand::Backup { path } => super::export::refuse_existing(path)?,
         _ => {}
+    }
+    // Reading commands never create an empty database by mistake.
+    if let (AdminCommand::Backup { .. } | AdminCommand::Export { .. }, Some(file)) =
+        (&args.command, url.strip_prefix("sqlite://"))
+        && !std::path::Path::new(file).exists()
+    {
+        anyhow::bail!(
+            "no database at {file} (set CHATROOM_DB or --db to the server's database file)"
+        );
     }
     let store = db::open(&url).await?;
     execute(store, args.command).await
@@ -342,6 +364,10 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             }
             println!("room {room} deleted");
         }
+        AdminCommand::Export { room, format } => {
+            return super::export::export(store.as_ref(), &room, format).await;
+        }
+        AdminCommand::Backup { path } => return super::export::backup(store.as_ref(), &path).await,
     }
     Ok(ExitCode::SUCCESS)
 }

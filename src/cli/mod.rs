@@ -3,6 +3,7 @@
 
 mod admin;
 mod bench;
+mod export;
 
 use std::process::ExitCode;
 

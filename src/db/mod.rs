@@ -299,6 +299,17 @@ pub trait Store: Send + Sync + 'static {
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>>;
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>>;
     async fn delete_file(&self, room: &str, id: i64, audit: &Audit) -> Result<Option<Event>>;
+
+    // Maintenance
+    /// Writes one consistent copy of the whole database to `path`, a file
+    /// that must not exist yet, while writers keep going. A backend without
+    /// a built-in copy refuses and names the tool to use instead.
+    async fn backup(&self, path: &str) -> Result<()> {
+        let _ = path;
+        Err(crate::error::Error::invalid(
+            "this database has no built-in backup: use its own tools (pg_dump for PostgreSQL)",
+        ))
+    }
 }
 
 /// How many rows a prune removed.

@@ -355,6 +355,10 @@ async fn prune_room(conn: &mut SqliteConnection, room: &str, cutoff: i64) -> Res
 
 #[async_trait]
 impl Store for SqliteStore {
+    async fn backup(&self, path: &str) -> Result<()> {
+        SqliteStore::backup(self, path).await
+    }
+
     async fn health(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.read).await?;
         Ok(())
