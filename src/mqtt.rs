@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rumqttc::{AsyncClient, ConnectReturnCode, ConnectionError, EventLoop, LastWill, MqttOptions, Packet, QoS};
+use rumqttc::{
+    AsyncClient, ConnectReturnCode, ConnectionError, EventLoop, LastWill, MqttOptions, Packet, QoS,
+};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, watch};
 use tokio::task::JoinHandle;
@@ -212,7 +214,10 @@ impl Shared {
             n
         };
         if overflow > 0 {
-            self.dropped(overflow, "the MQTT queue is full; dropped the oldest events");
+            self.dropped(
+                overflow,
+                "the MQTT queue is full; dropped the oldest events",
+            );
         }
         self.queued.notify_one();
     }
@@ -255,9 +260,10 @@ async fn pump(
         };
         match received {
             Ok(event) => shared.push(event),
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                shared.dropped(n, "the MQTT bridge fell behind the event bus; dropped events")
-            }
+            Err(broadcast::error::RecvError::Lagged(n)) => shared.dropped(
+                n,
+                "the MQTT bridge fell behind the event bus; dropped events",
+            ),
             Err(broadcast::error::RecvError::Closed) => return,
         }
     }
@@ -299,10 +305,7 @@ impl Bridge {
                 continue;
             }
             // Statuses are due once a second at most; events fill the gaps.
-            let status_due = self
-                .shared
-                .has_dirty()
-                .then(|| last_status + STATUS_EVERY);
+            let status_due = self.shared.has_dirty().then(|| last_status + STATUS_EVERY);
             if let Some(due) = status_due
                 && due <= Instant::now()
             {
@@ -460,7 +463,13 @@ pub fn discovery(prefix: &str, room: &str) -> Vec<(String, Value)> {
     let open = "{{ value_json.tasks.pending + value_json.tasks.in_progress + \
                 value_json.tasks.blocked + value_json.tasks.in_review }}";
     let sensors: [(&str, &str, &str, &str, Option<&str>); 5] = [
-        ("open_tasks", "Open tasks", open, "mdi:clipboard-list", Some("tasks")),
+        (
+            "open_tasks",
+            "Open tasks",
+            open,
+            "mdi:clipboard-list",
+            Some("tasks"),
+        ),
         (
             "in_progress",
             "In progress",
@@ -626,6 +635,39 @@ fn describe(e: &ConnectionError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(id: i64) -> Arc<Event> {
+        Arc::new(Event {
+            id,
+            room: "lobby".into(),
+            ts: 0,
+            kind: "message".into(),
+            actor: "alice".into(),
+            task_id: None,
+            message_id: Some(id),
+            detail: Value::Null,
+        })
+    }
+
+    /// A full queue drops its oldest events, counts them, and keeps the newest.
+    #[test]
+    fn a_full_queue_drops_the_oldest() {
+        let stats = Arc::new(Stats::default());
+        let shared = Shared {
+            queue: Mutex::new(VecDeque::new()),
+            queued: Notify::new(),
+            dirty: Mutex::new(BTreeSet::new()),
+            stats: stats.clone(),
+            drops: Mutex::new(DropLog::default()),
+        };
+        for id in 1..=(QUEUE_CAPACITY as i64 + 5) {
+            shared.push(event(id));
+        }
+        assert_eq!(stats.dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(shared.pop().unwrap().id, 6);
+        assert_eq!(shared.queue.lock().unwrap().len(), QUEUE_CAPACITY - 1);
+        assert_eq!(shared.take_dirty(), BTreeSet::from(["lobby".to_owned()]));
+    }
 
     #[test]
     fn ha_ids_do_not_collide() {

@@ -116,7 +116,6 @@ impl Broker {
             ha_discovery: false,
         }
     }
-
 }
 
 async fn signal(child: &tokio::process::Child, sig: &str) {
@@ -247,7 +246,12 @@ async fn bridged_server(broker: &Broker, prefix: &str, ha: bool) -> TestServer {
     let mut mqtt = broker.bridge_config(prefix);
     mqtt.ha_discovery = ha;
     let server = TestServer::start_with(|c| c.mqtt = Some(mqtt)).await;
-    let m = online.next_on(&format!("{prefix}/bridge/online")).await;
+    let topic = format!("{prefix}/bridge/online");
+    assert_eq!(online.next_on(&topic).await.text(), "online");
+    let m = Subscriber::connect(broker.port, &topic)
+        .await
+        .next_on(&topic)
+        .await;
     assert_eq!(m.text(), "online");
     assert!(m.retain, "online is retained");
     server
@@ -293,7 +297,8 @@ async fn events_and_status_reach_the_broker() {
     assert!(e["id"].as_i64().unwrap() > 0);
     assert!(e["ts"].as_str().unwrap().ends_with('Z'));
 
-    let task = alice.call("create_task", json!({"title": "wire it"})).await["created"]["id"].clone();
+    let task =
+        alice.call("create_task", json!({"title": "wire it"})).await["created"]["id"].clone();
     let claimed = alice.call("claim_task", json!({"task_id": task})).await;
     assert_eq!(claimed["claimed"], true);
     let c = sub
@@ -397,8 +402,18 @@ async fn home_assistant_discovery_topics_are_retained() {
             config["availability_topic"],
             format!("{prefix}/bridge/online")
         );
-        assert!(config["value_template"].as_str().unwrap().contains("value_json"));
-        assert!(config["unique_id"].as_str().unwrap().starts_with(&format!("chatroom_{prefix}_lobby_")));
+        assert!(
+            config["value_template"]
+                .as_str()
+                .unwrap()
+                .contains("value_json")
+        );
+        assert!(
+            config["unique_id"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("chatroom_{prefix}_lobby_"))
+        );
         assert_eq!(
             config["device"]["identifiers"],
             json!([format!("chatroom_{prefix}_lobby")])
@@ -444,7 +459,11 @@ async fn broker_credentials_never_reach_the_log() {
     .await;
 
     let dir = tempfile::tempdir().unwrap();
-    let db_path = dir.path().join("chatroom.db").to_string_lossy().into_owned();
+    let db_path = dir
+        .path()
+        .join("chatroom.db")
+        .to_string_lossy()
+        .into_owned();
     let store = db::open(&format!("sqlite://{db_path}")).await.unwrap();
     rooms::create(store.as_ref(), "lobby", RoomInfo::default())
         .await
