@@ -288,6 +288,9 @@ impl Bridge {
         let mut last_status = Instant::now();
         let mut sweep = tokio::time::interval_at(Instant::now() + STATUS_SWEEP, STATUS_SWEEP);
         loop {
+            if shutdown.is_cancelled() {
+                return;
+            }
             let Some(current) = *conn.borrow_and_update() else {
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
