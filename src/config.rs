@@ -203,6 +203,9 @@ impl Config {
                 "must be a plain topic prefix without + or #",
             );
         }
+        if mqtt.as_ref().is_some_and(|m| m.tls) && !crate::mqtt::TLS_BUILT_IN {
+            r.bad("CHATROOM_MQTT_TLS", crate::mqtt::NO_TLS);
+        }
         let log_filter = r.string("CHATROOM_LOG").unwrap_or_else(|| "info".into());
         let log_json = match r.string("CHATROOM_LOG_FORMAT").as_deref() {
             None | Some("text") => false,

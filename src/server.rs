@@ -1,6 +1,6 @@
 //! `launch(config, listener, shutdown)`: wires the state, serves every route,
-//! runs the background work (audit writer, presence, lease sweeper, pruning),
-//! and drains when `shutdown` is cancelled.
+//! runs the background work (audit writer, presence, lease sweeper, pruning,
+//! the MQTT bridge), and drains when `shutdown` is cancelled.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -116,6 +116,14 @@ pub async fn launch(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (state, audit_rx) = state(config, shutdown.clone()).await?;
+    let bridge = match &state.config.mqtt {
+        Some(mqtt) => Some(crate::mqtt::spawn(
+            mqtt.clone(),
+            state.core.clone(),
+            state.mqtt.clone(),
+        )?),
+        None => None,
+    };
     let background = spawn_background(&state, audit_rx);
     let app = router(state.clone());
     tracing::info!(
@@ -148,6 +156,10 @@ pub async fn launch(
     state.core.presence.flush(state.core.store.as_ref()).await;
     drop(state);
     let _ = tokio::time::timeout(Duration::from_secs(3), background).await;
+    if let Some(bridge) = bridge {
+        // The bridge says `offline` to the broker before the process goes.
+        let _ = tokio::time::timeout(Duration::from_secs(3), bridge).await;
+    }
     tracing::info!("chatroom stopped");
     Ok(())
 }

@@ -44,6 +44,17 @@ pub struct RoomSummary {
     pub files: i64,
 }
 
+/// How many tasks of a room are in each status (the MQTT status topic).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct TaskCounts {
+    pub pending: i64,
+    pub in_progress: i64,
+    pub blocked: i64,
+    pub in_review: i64,
+    pub done: i64,
+    pub cancelled: i64,
+}
+
 /// A token as stored: everything but the raw value.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenRecord {
@@ -267,6 +278,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(Task, Vec<Event>)>;
     async fn get_task(&self, room: &str, id: i64) -> Result<Option<Task>>;
     async fn list_tasks(&self, room: &str, query: &TaskQuery) -> Result<Vec<Task>>;
+    /// How many of the room's tasks are in each status.
+    async fn task_counts(&self, room: &str) -> Result<TaskCounts>;
     /// Writes a change decided on `change.expected_version`; `None` when the
     /// task moved on since (the caller re-reads and decides again).
     async fn apply_task_change(

@@ -1037,6 +1037,27 @@ impl Store for SqliteStore {
         Ok(tasks)
     }
 
+    async fn task_counts(&self, room: &str) -> Result<TaskCounts> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT status, COUNT(*) FROM tasks WHERE room = $1 GROUP BY status")
+                .bind(room)
+                .fetch_all(&self.read)
+                .await?;
+        let mut c = TaskCounts::default();
+        for (status, n) in rows {
+            match status.as_str() {
+                "pending" => c.pending = n,
+                "in_progress" => c.in_progress = n,
+                "blocked" => c.blocked = n,
+                "in_review" => c.in_review = n,
+                "done" => c.done = n,
+                "cancelled" => c.cancelled = n,
+                _ => {}
+            }
+        }
+        Ok(c)
+    }
+
     async fn apply_task_change(
         &self,
         room: &str,
