@@ -161,9 +161,46 @@ fn every_route() -> Vec<(Method, &'static str, Option<Value>)> {
     ]
 }
 
+/// An answer as a probe sees it: status, header names (but `date`) with
+/// their values (but `content-length`), and body.
+type Shape = (u16, Vec<(String, String)>, String);
+
+fn shape(a: &Answer) -> Shape {
+    let mut headers: Vec<(String, String)> = a
+        .headers
+        .iter()
+        .filter(|(k, _)| k.as_str() != "date")
+        .map(|(k, v)| {
+            let v = if k.as_str() == "content-length" {
+                ""
+            } else {
+                v.to_str().unwrap()
+            };
+            (k.as_str().to_owned(), v.to_owned())
+        })
+        .collect();
+    headers.sort();
+    (a.status, headers, a.text.clone())
+}
+
+/// What the server answers for a path that does not exist: a hidden
+/// console must answer exactly the same.
+async fn unknown_route(c: &Console, path: &str, headers: &[(&str, &str)]) -> Shape {
+    shape(&c.send(Method::GET, path, None, headers).await)
+}
+
+/// Asserts that `a` looks exactly like the answer to an unknown path.
+fn same_as_unknown(a: &Answer, unknown: &Shape, what: &str) {
+    assert_eq!(
+        &shape(a),
+        unknown,
+        "{what} must look like a path that does not exist"
+    );
+}
+
 /// With `CHATROOM_ADMIN_API` off, the page, its assets and every API route
-/// answer `404`, with or without a whole-server admin token, and nothing
-/// changes.
+/// answer `404` exactly as a path that does not exist, with or without a
+/// whole-server admin token, and nothing changes.
 #[tokio::test]
 async fn console_is_404_while_off() {
     let (s, root) = start(|c| c.admin_api = false).await;
@@ -172,6 +209,16 @@ async fn console_is_404_while_off() {
         for (method, path, body) in every_route() {
             let a = c.send(method.clone(), path, body, &[]).await;
             assert_eq!(a.status, 404, "{method} {path} with {token:?}: {}", a.text);
+            let probe = if path.starts_with("/v1/") {
+                "/v1/no-such-route"
+            } else {
+                "/no-such-page"
+            };
+            same_as_unknown(
+                &a,
+                &unknown_route(&c, probe, &[]).await,
+                &format!("{method} {path}"),
+            );
         }
     }
     assert!(s.store.get_room("lobby").await.unwrap().is_some());
@@ -204,6 +251,13 @@ async fn public_side_gets_404() {
             for (method, path, body) in every_route() {
                 let a = c.send(method.clone(), path, body, &[edge]).await;
                 assert_eq!(a.status, 404, "{method} {path} via {edge:?}: {}", a.text);
+                let probe = if path.starts_with("/v1/") {
+                    "/v1/no-such-route"
+                } else {
+                    "/no-such-page"
+                };
+                let unknown = unknown_route(&c, probe, &[edge]).await;
+                same_as_unknown(&a, &unknown, &format!("{method} {path} via {edge:?}"));
             }
         }
     }
