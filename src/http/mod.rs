@@ -2,6 +2,8 @@
 //! `/ui` dashboard and the `/admin` console. Each submodule contributes its
 //! routes here.
 
+pub mod admin;
+
 use axum::Router;
 use axum::http::HeaderMap;
 
@@ -9,8 +11,8 @@ use crate::config::Config;
 use crate::server::AppState;
 
 /// Every route of this module.
-pub fn routes(_state: AppState) -> Router<AppState> {
-    Router::new()
+pub fn routes(state: AppState) -> Router<AppState> {
+    Router::new().merge(admin::routes(state.clone()))
 }
 
 /// Edge headers that mark a request as having come through the public side
