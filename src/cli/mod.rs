@@ -2,6 +2,7 @@
 //! client-side helpers. Each subcommand parses, calls the library, prints.
 
 mod admin;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -36,6 +37,8 @@ enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Run an API-only model as a board worker (configured by the environment; see its --help).
+    Worker(worker::WorkerArgs),
 }
 
 /// Parses the command line and runs it; the exit code says how it went.
@@ -57,6 +60,7 @@ pub fn main() -> ExitCode {
             Command::Serve => serve().await,
             Command::Admin(args) => admin::run(args).await,
             Command::Healthcheck { url } => healthcheck(url).await,
+            Command::Worker(args) => worker::run(args).await,
         }
     });
     match outcome {
