@@ -217,10 +217,10 @@ impl WorkerProc {
         self.child.id().expect("still running").to_string()
     }
 
-    /// Sends `signal` (e.g. `INT`) with kill(1).
+    /// Sends `signal` (e.g. `INT`) with the shell's kill builtin.
     async fn signal(&self, signal: &str) {
-        let status = tokio::process::Command::new("kill")
-            .args([&format!("-{signal}"), &self.pid()])
+        let status = tokio::process::Command::new("sh")
+            .args(["-c", &format!("kill -{signal} {}", self.pid())])
             .status()
             .await
             .unwrap();
