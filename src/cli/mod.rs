@@ -4,6 +4,7 @@
 mod admin;
 mod bench;
 mod export;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,8 @@ enum Command {
     /// Load generator: measures a server with the tools of the contract (run the
     /// server with CHATROOM_RATE_LIMIT_PER_MINUTE=0).
     Bench(bench::BenchArgs),
+    /// Run an API-only model as a board worker (configured by the environment; see its --help).
+    Worker(worker::WorkerArgs),
 }
 
 /// Parses the command line and runs it; the exit code says how it went.
@@ -63,6 +66,7 @@ pub fn main() -> ExitCode {
             Command::Admin(args) => admin::run(args).await,
             Command::Healthcheck { url } => healthcheck(url).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Worker(args) => worker::run(args).await,
         }
     });
     match outcome {
