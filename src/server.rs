@@ -174,11 +174,12 @@ async fn serve(
             },
         };
         let app = app.clone();
-        let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-            let mut req = req.map(axum::body::Body::new);
-            req.extensions_mut().insert(ConnectInfo(peer));
-            tower::ServiceExt::oneshot(app.clone(), req)
-        });
+        let service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut req = req.map(axum::body::Body::new);
+                req.extensions_mut().insert(ConnectInfo(peer));
+                tower::ServiceExt::oneshot(app.clone(), req)
+            });
         let shutdown = shutdown.clone();
         let open = open_rx.clone();
         tokio::spawn(async move {

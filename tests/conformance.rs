@@ -130,7 +130,10 @@ async fn official_conformance_suite_passes() {
         "CHATROOM_TEST_CONFORMANCE",
         "the MCP conformance suite (@modelcontextprotocol/conformance)",
     );
-    let baseline = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance-baseline.yml");
+    let baseline = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/conformance-baseline.yml"
+    );
     let baselined: Vec<String> = std::fs::read_to_string(baseline)
         .unwrap()
         .lines()
@@ -157,7 +160,13 @@ async fn official_conformance_suite_passes() {
             .env("NO_COLOR", "1")
             .kill_on_drop(true)
             .output();
-        async move { (*scenario, dir, cmd.await.expect("run the conformance suite")) }
+        async move {
+            (
+                *scenario,
+                dir,
+                cmd.await.expect("run the conformance suite"),
+            )
+        }
     });
     let results = futures::future::join_all(runs).await;
 
@@ -173,7 +182,11 @@ async fn official_conformance_suite_passes() {
             let status = c["status"].as_str().unwrap_or("");
             let key = match status {
                 "SUCCESS" => "passed",
-                "FAILURE" if baselined.iter().any(|b| b == &format!("{scenario}:{id}") || b == scenario) => {
+                "FAILURE"
+                    if baselined
+                        .iter()
+                        .any(|b| b == &format!("{scenario}:{id}") || b == scenario) =>
+                {
                     "expected failures"
                 }
                 "FAILURE" => {
@@ -203,6 +216,9 @@ async fn official_conformance_suite_passes() {
             ));
         }
     }
-    println!("conformance suite totals over {} scenarios: {totals:?}", SCENARIOS.len());
+    println!(
+        "conformance suite totals over {} scenarios: {totals:?}",
+        SCENARIOS.len()
+    );
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }

@@ -30,7 +30,13 @@ struct Acked {
 }
 
 /// One tool call; `Err` when there was no complete answer (the server died).
-async fn call(http: &reqwest::Client, url: &str, token: &str, tool: &str, args: Value) -> Result<Value, ()> {
+async fn call(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    tool: &str,
+    args: Value,
+) -> Result<Value, ()> {
     let resp = http
         .post(url)
         .bearer_auth(token)
@@ -51,7 +57,11 @@ async fn call(http: &reqwest::Client, url: &str, token: &str, tool: &str, args: 
     let result = &v["result"];
     let text = result["content"][0]["text"].as_str().ok_or(())?;
     let body: Value = serde_json::from_str(text).map_err(|_| ())?;
-    assert_ne!(result["isError"], json!(true), "{tool} refused under load: {body}");
+    assert_ne!(
+        result["isError"],
+        json!(true),
+        "{tool} refused under load: {body}"
+    );
     Ok(body)
 }
 
@@ -103,7 +113,7 @@ async fn worker(n: usize, me: (String, String), peer: (String, String), load: Ar
                     let sha = hex::encode(sha2::Sha256::digest(content.as_bytes()));
                     let r = call(
                         &http,
-                        &url,
+                        url,
                         &me.1,
                         "put_file",
                         json!({"name": format!("w{n}-{i}.txt"),
@@ -138,7 +148,10 @@ async fn sigkill_under_load_loses_no_acknowledged_write() {
         ("CHATROOM_LOG", "warn"),
     ];
     let mut server = Spawned::start(&db, &env).await;
-    let alice = ("alice".to_owned(), server.token("alice", "lobby", &[]).await);
+    let alice = (
+        "alice".to_owned(),
+        server.token("alice", "lobby", &[]).await,
+    );
     let bob = ("bob".to_owned(), server.token("bob", "lobby", &[]).await);
     let url = format!("{}/mcp", server.url);
 
@@ -186,7 +199,10 @@ async fn sigkill_under_load_loses_no_acknowledged_write() {
             break;
         }
         for m in &page {
-            messages.insert(m["id"].as_i64().unwrap(), m["body"].as_str().unwrap().to_owned());
+            messages.insert(
+                m["id"].as_i64().unwrap(),
+                m["body"].as_str().unwrap().to_owned(),
+            );
         }
         since = page.last().unwrap()["id"].as_i64().unwrap();
     }
@@ -247,7 +263,8 @@ async fn sigkill_under_load_loses_no_acknowledged_write() {
         acked.files.len(),
     );
     assert!(
-        acked.messages.len() + acked.claims.len() + acked.notes.len() + acked.files.len() >= threshold,
+        acked.messages.len() + acked.claims.len() + acked.notes.len() + acked.files.len()
+            >= threshold,
         "the load did not get going before the kill"
     );
     assert_eq!(found_messages, acked.messages.len(), "lost messages");
@@ -256,7 +273,9 @@ async fn sigkill_under_load_loses_no_acknowledged_write() {
     assert_eq!(found_files, acked.files.len(), "lost files");
 
     // The restarted server still writes, then stops cleanly; the file is intact.
-    reader.call("post_message", json!({"body": "after the crash"})).await;
+    reader
+        .call("post_message", json!({"body": "after the crash"}))
+        .await;
     server.stop().await;
     use sqlx::Connection;
     let mut conn = sqlx::sqlite::SqliteConnection::connect_with(

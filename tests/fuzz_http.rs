@@ -189,7 +189,11 @@ fn tool_call() -> impl Strategy<Value = Value> {
             1 => text(),
         ],
         arguments(),
-        prop_oneof![Just(json!(1)), json_value()],
+        prop_oneof![
+            4 => any::<i64>().prop_map(|n| json!(n)),
+            1 => text().prop_map(Value::String),
+            1 => json_value(),
+        ],
     )
         .prop_map(|(name, args, id)| {
             json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -418,17 +422,34 @@ async fn hostile_bodies_never_break_the_server() {
     });
     let strategy = probe();
     let mut statuses = std::collections::BTreeMap::<u16, u32>::new();
+    let mut outcomes = std::collections::BTreeMap::<String, u32>::new();
     for i in 0..cases {
-        let probe = strategy
-            .new_tree(&mut runner)
-            .expect("a probe")
-            .current();
-        let what = format!("random probe {i}: {:.200}", String::from_utf8_lossy(&probe.body));
+        let probe = strategy.new_tree(&mut runner).expect("a probe").current();
+        let what = format!(
+            "random probe {i}: {:.200}",
+            String::from_utf8_lossy(&probe.body)
+        );
         let (status, answer) = post(&http, &url, &token, probe.body, &probe.headers, false).await;
         *statuses.entry(status).or_default() += 1;
         check_answer(&what, status, &answer);
+        let v: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
+        let outcome = if v["result"]["isError"] == json!(true) {
+            let text = v["result"]["content"][0]["text"].as_str().unwrap_or("");
+            let inner: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+            format!(
+                "tool error {}",
+                inner["error"]["code"].as_str().unwrap_or("?")
+            )
+        } else if v["result"].is_object() {
+            "result".to_owned()
+        } else if let Some(code) = v["error"]["code"].as_i64() {
+            format!("JSON-RPC error {code}")
+        } else {
+            format!("HTTP {status}")
+        };
+        *outcomes.entry(outcome).or_default() += 1;
     }
-    println!("fuzzed {cases} random requests; statuses {statuses:?}");
+    println!("fuzzed {cases} random requests; statuses {statuses:?}; outcomes {outcomes:?}");
 
     assert!(common::wait_healthy(&server.url, std::time::Duration::from_secs(5)).await);
     let me = server.mcp(&token).call("whoami", json!({})).await;
@@ -443,8 +464,8 @@ async fn near_limit_bodies_keep_memory_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("c.db").to_string_lossy().into_owned();
     // A file cap of 384 KiB makes the body limit 576 KiB.
-    let cap = 384 * 1024;
-    let limit = (cap as usize).div_ceil(3) * 4 + 64 * 1024;
+    let cap: usize = 384 * 1024;
+    let limit = cap.div_ceil(3) * 4 + 64 * 1024;
     let server = Spawned::start(
         &db,
         &[
@@ -502,8 +523,12 @@ async fn near_limit_bodies_keep_memory_bounded() {
                         if pick == 4 && r % 8 != 0 {
                             pick = 0;
                         }
-                        let (http, url, token, body) =
-                            (http.clone(), url.clone(), token.clone(), bodies[pick].clone());
+                        let (http, url, token, body) = (
+                            http.clone(),
+                            url.clone(),
+                            token.clone(),
+                            bodies[pick].clone(),
+                        );
                         async move {
                             let oversized = body.len() > limit;
                             post(&http, &url, &token, body.to_vec(), &[], oversized).await

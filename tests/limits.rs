@@ -165,7 +165,9 @@ async fn long_poll_outlives_the_request_timeouts() {
     assert_eq!(waited["changed"], false, "{waited}");
     assert!(waited["waited_s"].as_f64().unwrap() >= 1.9, "{waited}");
     // The same keep-alive client can still be served afterwards.
-    alice.call("post_message", json!({"body": "still here"})).await;
+    alice
+        .call("post_message", json!({"body": "still here"}))
+        .await;
 }
 
 /// Thousands of bad tokens from thousands of forwarded addresses (with

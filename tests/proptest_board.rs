@@ -12,7 +12,8 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{Grant, McpClient, TestServer, ToolResult};
@@ -127,22 +128,22 @@ fn op() -> impl Strategy<Value = Op> {
     let task = any::<usize>();
     prop_oneof![
         2 => (0..CREATORS.len(), any::<bool>()).prop_map(|(by, needs_review)| Op::Create { by, needs_review }),
-        3 => (who(), task.clone()).prop_map(|(who, task)| Op::Claim { who, task }),
-        1 => task.clone().prop_map(|task| Op::Race { task }),
+        3 => (who(), task).prop_map(|(who, task)| Op::Claim { who, task }),
+        1 => task.prop_map(|task| Op::Race { task }),
         4 => (
             who(),
-            task.clone(),
+            task,
             prop::option::of(prop::sample::select(&STATUSES[..])),
             any::<bool>(),
             any::<bool>(),
             ver(),
         )
             .prop_map(|(who, task, status, body, note, ver)| Op::Update { who, task, status, body, note, ver }),
-        1 => (who(), task.clone()).prop_map(|(who, task)| Op::Release { who, task }),
-        2 => (who(), task.clone()).prop_map(|(who, task)| Op::Submit { who, task }),
-        2 => (who(), task.clone(), any::<bool>(), any::<bool>())
+        1 => (who(), task).prop_map(|(who, task)| Op::Release { who, task }),
+        2 => (who(), task).prop_map(|(who, task)| Op::Submit { who, task }),
+        2 => (who(), task, any::<bool>(), any::<bool>())
             .prop_map(|(who, task, approve, note)| Op::Review { who, task, approve, note }),
-        1 => (who(), task.clone()).prop_map(|(who, task)| Op::Cancel { who, task }),
+        1 => (who(), task).prop_map(|(who, task)| Op::Cancel { who, task }),
         1 => (who(), task).prop_map(|(who, task)| Op::Note { who, task }),
     ]
 }
@@ -178,6 +179,8 @@ struct Case {
     /// events beyond one per version (a note riding along a change)
     extra: HashMap<i64, usize>,
     log: Vec<String>,
+    /// (operation kind, accepted) -> count, to see what the cases exercised
+    tally: BTreeMap<(&'static str, bool), u32>,
 }
 
 type Check = Result<(), String>;
@@ -222,6 +225,7 @@ impl Case {
             snaps: HashMap::new(),
             extra: HashMap::new(),
             log: Vec::new(),
+            tally: BTreeMap::new(),
         }
     }
 
@@ -248,11 +252,7 @@ impl Case {
     fn agent(&self, who: Who, snap: &Snap) -> &'static str {
         let known = |a: &str| CREATORS.iter().copied().find(|c| *c == a);
         match who {
-            Who::Holder => snap
-                .assignee
-                .as_deref()
-                .and_then(known)
-                .unwrap_or("ann"),
+            Who::Holder => snap.assignee.as_deref().and_then(known).unwrap_or("ann"),
             Who::Creator => known(&snap.created_by).unwrap(),
             Who::Lead => "lea",
             Who::Admin => "adm",
@@ -269,7 +269,11 @@ impl Case {
         let r = self.clients[agent].try_call(tool, args.clone()).await;
         self.log.push(format!(
             "{agent} {tool} {args} -> {}",
-            if r.is_error { r.code().to_owned() } else { "ok".into() }
+            if r.is_error {
+                r.code().to_owned()
+            } else {
+                "ok".into()
+            }
         ));
         r
     }
@@ -286,6 +290,7 @@ impl Case {
                 )
                 .await;
             ensure!(!r.is_error, "create_task refused: {}", r.body);
+            *self.tally.entry(("create", true)).or_default() += 1;
             let id = r.body["created"]["id"].as_i64().unwrap();
             let snap = self.snap(id).await;
             ensure!(
@@ -328,8 +333,12 @@ impl Case {
                     .filter(|(_, r)| !r.is_error && r.body["claimed"] == true)
                     .map(|(a, _)| *a)
                     .collect();
-                self.log.push(format!("race for {id} -> winners {winners:?}"));
-                ensure!(winners.len() <= 1, "two claimants won task {id}: {winners:?}");
+                self.log
+                    .push(format!("race for {id} -> winners {winners:?}"));
+                ensure!(
+                    winners.len() <= 1,
+                    "two claimants won task {id}: {winners:?}"
+                );
                 let claimable = (before.status == "pending"
                     && before
                         .assignee
@@ -379,12 +388,18 @@ impl Case {
                 (ok, events, usize::from(*note), None)
             }
             Op::Release { .. } => {
-                let r = self.call(agent, "release_task", json!({"task_id": id})).await;
+                let r = self
+                    .call(agent, "release_task", json!({"task_id": id}))
+                    .await;
                 (!r.is_error && r.body["released"] == true, 1, 0, None)
             }
             Op::Submit { .. } => {
                 let r = self
-                    .call(agent, "submit_result", json!({"task_id": id, "result": format!("result {i}")}))
+                    .call(
+                        agent,
+                        "submit_result",
+                        json!({"task_id": id, "result": format!("result {i}")}),
+                    )
                     .await;
                 (!r.is_error, 1, 0, None)
             }
@@ -394,21 +409,44 @@ impl Case {
                     args["note"] = json!(format!("review {i}"));
                 }
                 let r = self.call(agent, "review_task", args).await;
-                (!r.is_error, 1 + usize::from(*note), usize::from(*note), None)
+                (
+                    !r.is_error,
+                    1 + usize::from(*note),
+                    usize::from(*note),
+                    None,
+                )
             }
             Op::Cancel { .. } => {
-                let r = self.call(agent, "cancel_task", json!({"task_id": id})).await;
+                let r = self
+                    .call(agent, "cancel_task", json!({"task_id": id}))
+                    .await;
                 (!r.is_error, 1, 0, None)
             }
             Op::Note { .. } => {
                 let r = self
-                    .call(agent, "add_note", json!({"task_id": id, "body": format!("note {i}")}))
+                    .call(
+                        agent,
+                        "add_note",
+                        json!({"task_id": id, "body": format!("note {i}")}),
+                    )
                     .await;
                 (!r.is_error, 1, 1, None)
             }
             Op::Create { .. } => unreachable!(),
         };
 
+        let kind = match op {
+            Op::Create { .. } => "create",
+            Op::Claim { .. } => "claim",
+            Op::Race { .. } => "contended claim",
+            Op::Update { .. } => "update",
+            Op::Release { .. } => "release",
+            Op::Submit { .. } => "submit",
+            Op::Review { .. } => "review",
+            Op::Cancel { .. } => "cancel",
+            Op::Note { .. } => "note",
+        };
+        *self.tally.entry((kind, accepted)).or_default() += 1;
         let after = self.snap(id).await;
         ensure!(
             after.version >= before.version,
@@ -474,7 +512,10 @@ impl Case {
             self.extra[&id]
         );
         if after.status == "in_progress" {
-            ensure!(after.assignee.is_some(), "in progress without a holder: {after:?}");
+            ensure!(
+                after.assignee.is_some(),
+                "in progress without a holder: {after:?}"
+            );
         }
         self.snaps.insert(id, after);
         Ok(())
@@ -511,7 +552,12 @@ impl Case {
     }
 }
 
-async fn run_case(s: &TestServer, n: usize, ops: &[Op]) -> Check {
+async fn run_case(
+    s: &TestServer,
+    n: usize,
+    ops: &[Op],
+    tally: &Mutex<BTreeMap<(&'static str, bool), u32>>,
+) -> Check {
     let mut case = Case::new(s, n).await;
     // Every case starts with two tasks to act on.
     let mut all = vec![
@@ -531,6 +577,12 @@ async fn run_case(s: &TestServer, n: usize, ops: &[Op]) -> Check {
                 "{e}\nafter op {i} {op:?}\ncalls:\n{}",
                 case.log.join("\n")
             ));
+        }
+    }
+    {
+        let mut total = tally.lock().unwrap();
+        for (k, v) in &case.tally {
+            *total.entry(*k).or_default() += v;
         }
     }
     case.finish().await
@@ -555,6 +607,7 @@ fn board_invariants_hold_under_random_operations() {
         .unwrap();
     let server = rt.block_on(TestServer::start());
     let counter = AtomicUsize::new(0);
+    let tally = Mutex::new(BTreeMap::new());
     let mut runner = TestRunner::new(PtConfig {
         cases,
         failure_persistence: None,
@@ -563,13 +616,40 @@ fn board_invariants_hold_under_random_operations() {
     });
     let result = runner.run(&prop::collection::vec(op(), 1..=ops), |ops| {
         let n = counter.fetch_add(1, Ordering::SeqCst);
-        rt.block_on(run_case(&server, n, &ops))
+        rt.block_on(run_case(&server, n, &ops, &tally))
             .map_err(TestCaseError::fail)
     });
+    let tally = tally.into_inner().unwrap();
+    let summary: Vec<String> = [
+        "create",
+        "claim",
+        "contended claim",
+        "update",
+        "release",
+        "submit",
+        "review",
+        "cancel",
+        "note",
+    ]
+    .iter()
+    .map(|k| {
+        let ok = tally.get(&(*k, true)).copied().unwrap_or(0);
+        let no = tally.get(&(*k, false)).copied().unwrap_or(0);
+        format!("{k} {ok} done/{no} refused")
+    })
+    .collect();
     println!(
-        "board property test: {} cases run (including shrinking), up to {ops} operations each",
-        counter.load(Ordering::SeqCst)
+        "board property test: {} cases (shrinking included), up to {ops} operations each: {}",
+        counter.load(Ordering::SeqCst),
+        summary.join(", ")
     );
+    // A run that refused everything would prove little.
+    for k in ["claim", "update", "submit", "review", "cancel", "note"] {
+        assert!(
+            result.is_err() || tally.get(&(k, true)).copied().unwrap_or(0) > 0,
+            "no {k} was ever accepted: the generator is off"
+        );
+    }
     if let Err(e) = result {
         panic!("{e}");
     }

@@ -35,7 +35,9 @@ async fn typescript_sdk_round_trip() {
         "the TypeScript MCP SDK (@modelcontextprotocol/sdk)",
     );
     assert!(
-        modules.join("@modelcontextprotocol/sdk/package.json").exists(),
+        modules
+            .join("@modelcontextprotocol/sdk/package.json")
+            .exists(),
         "{} holds no @modelcontextprotocol/sdk; run `bash .ci/run`",
         modules.display()
     );
@@ -60,7 +62,10 @@ async fn typescript_sdk_round_trip() {
         .await
         .expect("run node");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "TypeScript SDK client failed:\n{stderr}");
+    assert!(
+        out.status.success(),
+        "TypeScript SDK client failed:\n{stderr}"
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
 
     assert_eq!(v["server"]["name"], "chatroom");
@@ -70,13 +75,22 @@ async fn typescript_sdk_round_trip() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    for t in ["whoami", "post_message", "read_messages", "create_task", "claim_task"] {
+    for t in [
+        "whoami",
+        "post_message",
+        "read_messages",
+        "create_task",
+        "claim_task",
+    ] {
         assert!(tools.contains(&t), "{t} missing from {tools:?}");
     }
     assert_eq!(v["posted"]["isError"], false, "{v}");
     assert_eq!(v["posted"]["body"]["author"], "alice");
     assert_eq!(v["posted"]["structured"], v["posted"]["body"]);
-    assert_eq!(v["messages"]["body"]["messages"][0]["body"], "hello from typescript");
+    assert_eq!(
+        v["messages"]["body"]["messages"][0]["body"],
+        "hello from typescript"
+    );
     assert_eq!(v["claimed"]["body"]["claimed"], true, "{v}");
     assert_eq!(v["claimed"]["body"]["task"]["assignee"], "alice");
     assert_eq!(v["again"]["body"]["claimed"], false);

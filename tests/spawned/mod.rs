@@ -23,10 +23,8 @@ pub struct Spawned {
 impl Spawned {
     /// Starts `chatroom serve` on a free port with `db_path` and `env`.
     pub async fn start(db_path: &str, env: &[(&'static str, &str)]) -> Spawned {
-        let mut all: HashMap<&'static str, String> = env
-            .iter()
-            .map(|(k, v)| (*k, (*v).to_owned()))
-            .collect();
+        let mut all: HashMap<&'static str, String> =
+            env.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
         all.insert("CHATROOM_DB", db_path.to_owned());
         let port = free_port();
         all.insert("CHATROOM_LISTEN", format!("127.0.0.1:{port}"));
