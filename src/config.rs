@@ -38,6 +38,13 @@ pub struct Config {
     pub mqtt: Option<MqttConfig>,
     pub log_filter: String,
     pub log_json: bool,
+    /// How long a client may take to send a request's head before its
+    /// connection is closed. Not read from the environment; tests shorten it.
+    pub header_read_timeout: Duration,
+    /// How long a client may take to send a whole request body before it is
+    /// refused with `408`: a minute, plus a second for every 64 KiB of the
+    /// file cap. Not read from the environment; tests shorten it.
+    pub body_read_timeout: Duration,
 }
 
 /// The MQTT bridge settings (present only when `CHATROOM_MQTT_HOST` is set).
@@ -241,6 +248,8 @@ impl Config {
             mqtt,
             log_filter,
             log_json,
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(60 + (max_file_bytes / 65_536) as u64),
         })
     }
 

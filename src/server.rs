@@ -145,13 +145,7 @@ pub async fn launch(
              `chatroom admin add-token --agent alice --room lobby` (the token is printed once)"
         );
     }
-    let token = shutdown.clone();
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move { token.cancelled().await })
-    .await?;
+    serve(listener, app, state.config.header_read_timeout, shutdown).await;
     // Requests are done: flush what is kept in memory.
     state.core.presence.flush(state.core.store.as_ref()).await;
     drop(state);
@@ -162,6 +156,126 @@ pub async fn launch(
     }
     tracing::info!("chatroom stopped");
     Ok(())
+}
+
+/// Accepts connections until `shutdown` is cancelled, then waits for the open
+/// ones to finish. This is `axum::serve` with one addition it has no knob
+/// for: a client must send a request's head within `header_timeout`, or its
+/// connection is closed, so a slow client cannot hold a connection open by
+/// trickling headers. Bodies are bounded by [`body_guard`]; responses
+/// (long-polls, SSE) are not bounded at all.
+async fn serve(
+    listener: TcpListener,
+    app: Router,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    // Each connection holds a receiver; `closed()` resolves when all are gone.
+    let (open_tx, open_rx) = tokio::sync::watch::channel(());
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let app = app.clone();
+        let service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut req = req.map(axum::body::Body::new);
+                req.extensions_mut().insert(ConnectInfo(peer));
+                tower::ServiceExt::oneshot(app.clone(), req)
+            });
+        let shutdown = shutdown.clone();
+        let open = open_rx.clone();
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                result = conn.as_mut() => result,
+                _ = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(open);
+        });
+    }
+    drop(listener);
+    drop(open_rx);
+    open_tx.closed().await;
+}
+
+/// Bounds how a request body is read, on every route: a declared length over
+/// the limit is refused (`413`) before a byte of it is read, a body that grows
+/// past the limit is refused as soon as it does, and a body that has not
+/// arrived whole within `body_read_timeout` gets `408`, so a slow client
+/// cannot hold a request open by trickling its body. The handler then gets
+/// the body from memory. Only the request is bounded: a long-poll or a stream
+/// may answer for as long as it likes.
+async fn body_guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let limit = state.body_limit();
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return body_too_large();
+    }
+    let (parts, body) = req.into_parts();
+    let read = async {
+        let mut stream = body.into_data_stream();
+        let mut buf = Vec::with_capacity(declared.unwrap_or(0) as usize);
+        while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
+            let chunk = chunk.map_err(|_| None)?;
+            if buf.len() + chunk.len() > limit {
+                return Err(Some(body_too_large()));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf)
+    };
+    match tokio::time::timeout(state.config.body_read_timeout, read).await {
+        Ok(Ok(buf)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(buf)))
+                .await
+        }
+        Ok(Err(Some(too_large))) => too_large,
+        // The client went away or broke the framing mid-body.
+        Ok(Err(None)) => http_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            "the request body could not be read",
+        ),
+        Err(_) => {
+            tracing::info!(path = %parts.uri.path(), "a request body took too long to arrive");
+            http_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request body did not arrive in time; send it at once",
+            )
+        }
+    }
+}
+
+fn body_too_large() -> Response {
+    Error::TooLarge(
+        "the request body is over the limit (CHATROOM_MAX_FILE_BYTES, base64 included)".into(),
+    )
+    .into_response()
 }
 
 /// Hides the password of a database URL.
@@ -183,6 +297,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .nest_service("/mcp", mcp)
         .merge(crate::http::routes(state.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), body_guard))
         .layer(middleware::from_fn_with_state(state.clone(), host_guard))
         .layer(
             tower_http::trace::TraceLayer::new_for_http().make_span_with(

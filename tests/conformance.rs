@@ -1,0 +1,224 @@
+//! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`)
+//! against the server: `server-initialize`, `ping`, `tools-list`,
+//! `dns-rebinding-protection`, `http-header-validation` and
+//! `server-stateless`, with `tests/conformance-baseline.yml` excusing only
+//! the checks that call the suite's own demo tools.
+//!
+//! The suite cannot send a bearer token, so it talks to a tiny reverse proxy
+//! that lives only in this test: it adds `Authorization` and forwards
+//! everything else unchanged (Host and Origin included, so the DNS-rebinding
+//! checks reach the server's own guards). No deployment has such a way in.
+//!
+//! `.ci/run` installs Node 22 and the suite and sets `CHATROOM_TEST_NODE22`
+//! and `CHATROOM_TEST_CONFORMANCE`; without them this test fails.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use common::TestServer;
+use serde_json::Value;
+
+const SCENARIOS: &[&str] = &[
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "dns-rebinding-protection",
+    "http-header-validation",
+    "server-stateless",
+];
+
+/// A required path from the environment `.ci/run` sets up; fails loudly
+/// when it is missing, so a machine without the suite cannot pass silently.
+pub fn required_tool(var: &str, what: &str) -> PathBuf {
+    let path = std::env::var(var).unwrap_or_else(|_| {
+        panic!(
+            "{var} is not set: {what} is needed for this test. Run `bash .ci/run` once (it installs \
+             Node 22 and the MCP npm packages into ~/.cache/chatroom/tools and exports {var}), or \
+             export {var} yourself"
+        )
+    });
+    let path = PathBuf::from(path);
+    assert!(
+        path.exists(),
+        "{var}={} does not exist: {what} is not installed; run `bash .ci/run`",
+        path.display()
+    );
+    path
+}
+
+/// The Node ≥ 22 binary, checked.
+pub fn node22() -> PathBuf {
+    let node = required_tool("CHATROOM_TEST_NODE22", "a Node 22 binary");
+    let out = std::process::Command::new(&node)
+        .arg("--version")
+        .output()
+        .expect("run node --version");
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let major: u32 = version
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        major >= 22,
+        "{} is Node {version}; the conformance suite needs Node 22 or newer",
+        node.display()
+    );
+    node
+}
+
+/// Starts the test-only proxy in front of `upstream` that adds the bearer
+/// token to every request and changes nothing else.
+async fn auth_proxy(upstream: SocketAddr, token: String) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let bearer = HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+    let app = axum::Router::new().fallback(move |mut req: Request| {
+        let bearer = bearer.clone();
+        async move {
+            req.headers_mut().insert(header::AUTHORIZATION, bearer);
+            match forward(upstream, req).await {
+                Ok(r) => r,
+                Err(e) => (StatusCode::BAD_GATEWAY, format!("proxy: {e}")).into_response(),
+            }
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// Sends `req` as it is over a fresh HTTP/1.1 connection to `upstream`
+/// (hyper's connection API adds no headers of its own).
+async fn forward(
+    upstream: SocketAddr,
+    req: Request,
+) -> Result<Response, Box<dyn std::error::Error + Send + Sync>> {
+    let stream = tokio::net::TcpStream::connect(upstream).await?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let resp = sender.send_request(req).await?;
+    Ok(resp.map(axum::body::Body::new))
+}
+
+/// The checks a scenario run wrote to its output directory.
+fn checks(dir: &Path) -> Vec<Value> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("output dir") {
+        let path = entry.unwrap().path().join("checks.json");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let v: Value = serde_json::from_str(&text).expect("checks.json");
+            all.extend(v.as_array().cloned().unwrap_or_default());
+        }
+    }
+    all
+}
+
+/// Every listed scenario of the official conformance suite passes, except
+/// the baselined checks that need the suite's demo tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_conformance_suite_passes() {
+    let node = node22();
+    let suite = required_tool(
+        "CHATROOM_TEST_CONFORMANCE",
+        "the MCP conformance suite (@modelcontextprotocol/conformance)",
+    );
+    let baseline = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/conformance-baseline.yml"
+    );
+    let baselined: Vec<String> = std::fs::read_to_string(baseline)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- "))
+        .map(|l| l.split('#').next().unwrap().trim().to_owned())
+        .collect();
+
+    let s = TestServer::start().await;
+    let agent = s.agent("conformance", "lobby").await;
+    let proxy = auth_proxy(s.addr, agent.token.clone()).await;
+    let url = format!("http://127.0.0.1:{}/mcp", proxy.port());
+    let out = tempfile::tempdir().unwrap();
+
+    let runs = SCENARIOS.iter().map(|scenario| {
+        let dir = out.path().join(scenario);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cmd = tokio::process::Command::new(&node)
+            .arg(&suite)
+            .args(["server", "--url", &url, "--scenario", scenario])
+            .arg("--expected-failures")
+            .arg(baseline)
+            .arg("-o")
+            .arg(&dir)
+            .env("NO_COLOR", "1")
+            .kill_on_drop(true)
+            .output();
+        async move {
+            (
+                *scenario,
+                dir,
+                cmd.await.expect("run the conformance suite"),
+            )
+        }
+    });
+    let results = futures::future::join_all(runs).await;
+
+    let mut totals: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (scenario, dir, output) in &results {
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let checks = checks(dir);
+        let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+        for c in &checks {
+            let id = c["id"].as_str().unwrap_or("");
+            let status = c["status"].as_str().unwrap_or("");
+            let key = match status {
+                "SUCCESS" => "passed",
+                "FAILURE"
+                    if baselined
+                        .iter()
+                        .any(|b| b == &format!("{scenario}:{id}") || b == scenario) =>
+                {
+                    "expected failures"
+                }
+                "FAILURE" => {
+                    problems.push(format!(
+                        "{scenario}: {id} failed: {}",
+                        c["errorMessage"].as_str().unwrap_or("")
+                    ));
+                    "unexpected failures"
+                }
+                "WARNING" => "warnings",
+                "SKIPPED" => "skipped",
+                _ => continue,
+            };
+            *counts.entry(key).or_default() += 1;
+            *totals.entry(key).or_default() += 1;
+        }
+        println!("{scenario}: {counts:?}");
+        if !output.status.success() {
+            problems.push(format!(
+                "{scenario}: the suite exited with {}:\n{stdout}\n{stderr}",
+                output.status
+            ));
+        }
+        if counts.get("passed").copied().unwrap_or(0) == 0 {
+            problems.push(format!(
+                "{scenario}: no check passed (did it run?):\n{stdout}\n{stderr}"
+            ));
+        }
+    }
+    println!(
+        "conformance suite totals over {} scenarios: {totals:?}",
+        SCENARIOS.len()
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
