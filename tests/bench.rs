@@ -37,19 +37,37 @@ async fn every_scenario_runs_clean() {
     assert_eq!(code, 0, "bench failed:\n{err}\n{out}");
     let v: Value = serde_json::from_str(&out).expect("--json prints one object");
     let reports = v["reports"].as_array().unwrap();
-    let names: Vec<&str> = reports.iter().map(|r| r["scenario"].as_str().unwrap()).collect();
+    let names: Vec<&str> = reports
+        .iter()
+        .map(|r| r["scenario"].as_str().unwrap())
+        .collect();
     assert_eq!(
         names,
-        ["baseline", "post_message", "read_messages", "whats_new", "claim_storm", "wait_wake", "sse_fanout", "mixed"]
+        [
+            "baseline",
+            "post_message",
+            "read_messages",
+            "whats_new",
+            "claim_storm",
+            "wait_wake",
+            "sse_fanout",
+            "mixed"
+        ]
     );
     for r in reports {
         assert_eq!(r["errors"], 0, "{r}");
         assert!(r["calls"].as_u64().unwrap() > 0, "{r}");
     }
-    let storm = reports.iter().find(|r| r["scenario"] == "claim_storm").unwrap();
+    let storm = reports
+        .iter()
+        .find(|r| r["scenario"] == "claim_storm")
+        .unwrap();
     assert_eq!(storm["extra"]["double_claims"], 0);
     assert_eq!(storm["extra"]["claimed"], 40);
-    let post = reports.iter().find(|r| r["scenario"] == "post_message").unwrap();
+    let post = reports
+        .iter()
+        .find(|r| r["scenario"] == "post_message")
+        .unwrap();
     assert!(post["of_baseline"].as_f64().unwrap() > 0.0);
 }
 
@@ -58,7 +76,15 @@ async fn every_scenario_runs_clean() {
 async fn bad_token_fails_fast() {
     let s = TestServer::start().await;
     let (code, _, err) = run_cli(
-        &["bench", "--url", &s.url, "--token", "cr_nope", "--duration", "0.2"],
+        &[
+            "bench",
+            "--url",
+            &s.url,
+            "--token",
+            "cr_nope",
+            "--duration",
+            "0.2",
+        ],
         &HashMap::new(),
     )
     .await;

@@ -56,6 +56,10 @@ enum Scenario {
     WaitWake,
     SseFanout,
     Mixed,
+    /// Extra: `create_task` calls.
+    CreateTask,
+    /// Extra: `update_task` calls (a note each) on one task per client.
+    UpdateTask,
     All,
 }
 
@@ -113,7 +117,10 @@ impl Agent {
         }
         let result = &v["result"];
         if result["isError"] == json!(true) {
-            return Err(result["content"][0]["text"].as_str().unwrap_or("tool error").to_owned());
+            return Err(result["content"][0]["text"]
+                .as_str()
+                .unwrap_or("tool error")
+                .to_owned());
         }
         if let Some(s) = result.get("structuredContent") {
             return Ok(s.clone());
@@ -127,7 +134,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if args.concurrency == 0 || args.duration <= 0.0 {
         anyhow::bail!("--concurrency and --duration must be positive");
     }
-    let base = args.url.trim_end_matches('/').trim_end_matches("/mcp").to_owned();
+    let base = args
+        .url
+        .trim_end_matches('/')
+        .trim_end_matches("/mcp")
+        .to_owned();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency * 2 + 8)
         .tcp_nodelay(true)
@@ -145,9 +156,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .collect();
     // Fail fast on a bad URL or token.
     for a in &agents {
-        a.call("whoami", json!({}))
-            .await
-            .map_err(|e| anyhow::anyhow!("whoami failed for a token ({e}); is the server up and the token valid?"))?;
+        a.call("whoami", json!({})).await.map_err(|e| {
+            anyhow::anyhow!(
+                "whoami failed for a token ({e}); is the server up and the token valid?"
+            )
+        })?;
     }
     let scenarios = match args.scenario {
         Scenario::All => vec![
@@ -167,45 +180,129 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let baseline = if args.no_baseline && args.scenario != Scenario::Baseline {
         None
     } else {
-        let r = throughput("baseline", &agents, args.concurrency, duration, |a, _| async move {
-            let r = a.http.get(format!("{}/healthz", a.base)).send().await.map_err(|e| e.to_string())?;
-            if r.status().is_success() { Ok(()) } else { Err(format!("HTTP {}", r.status())) }
-        })
+        let r = throughput(
+            "baseline",
+            &agents,
+            args.concurrency,
+            duration,
+            |a, _| async move {
+                let r = a
+                    .http
+                    .get(format!("{}/healthz", a.base))
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if r.status().is_success() {
+                    Ok(())
+                } else {
+                    Err(format!("HTTP {}", r.status()))
+                }
+            },
+        )
         .await;
         let rate = r.calls_per_s;
         reports.push(r);
         Some(rate)
     };
     for s in scenarios {
-        let mut r = match s {
-            Scenario::PostMessage => {
-                throughput("post_message", &agents, args.concurrency, duration, |a, i| async move {
-                    a.call("post_message", json!({"body": format!("bench message {i}")})).await.map(drop)
-                })
-                .await
-            }
-            Scenario::ReadMessages => {
-                seed_messages(&agents[0], 100).await?;
-                throughput("read_messages", &agents, args.concurrency, duration, |a, _| async move {
-                    a.call("read_messages", json!({"limit": 50})).await.map(drop)
-                })
-                .await
-            }
-            Scenario::WhatsNew => {
-                throughput("whats_new", &agents, args.concurrency, duration, |a, _| async move {
-                    a.call("whats_new", json!({"limit": 50})).await.map(drop)
-                })
-                .await
-            }
-            Scenario::ClaimStorm => claim_storm(&agents, args.concurrency, args.tasks).await?,
-            Scenario::WaitWake => wait_wake(&agents, args.concurrency).await?,
-            Scenario::SseFanout => sse_fanout(&agents, args.concurrency).await?,
-            Scenario::Mixed => {
-                throughput("mixed", &agents, args.concurrency, duration, |a, i| async move { mixed_step(&a, i).await })
+        let mut r =
+            match s {
+                Scenario::PostMessage => {
+                    throughput(
+                        "post_message",
+                        &agents,
+                        args.concurrency,
+                        duration,
+                        |a, i| async move {
+                            a.call(
+                                "post_message",
+                                json!({"body": format!("bench message {i}")}),
+                            )
+                            .await
+                            .map(drop)
+                        },
+                    )
                     .await
-            }
-            Scenario::All | Scenario::Baseline => unreachable!(),
-        };
+                }
+                Scenario::ReadMessages => {
+                    seed_messages(&agents[0], 100).await?;
+                    throughput(
+                        "read_messages",
+                        &agents,
+                        args.concurrency,
+                        duration,
+                        |a, _| async move {
+                            a.call("read_messages", json!({"limit": 50}))
+                                .await
+                                .map(drop)
+                        },
+                    )
+                    .await
+                }
+                Scenario::WhatsNew => throughput(
+                    "whats_new",
+                    &agents,
+                    args.concurrency,
+                    duration,
+                    |a, _| async move { a.call("whats_new", json!({"limit": 50})).await.map(drop) },
+                )
+                .await,
+                Scenario::ClaimStorm => claim_storm(&agents, args.concurrency, args.tasks).await?,
+                Scenario::WaitWake => wait_wake(&agents, args.concurrency).await?,
+                Scenario::SseFanout => sse_fanout(&agents, args.concurrency).await?,
+                Scenario::Mixed => {
+                    throughput(
+                        "mixed",
+                        &agents,
+                        args.concurrency,
+                        duration,
+                        |a, i| async move { mixed_step(&a, i).await },
+                    )
+                    .await
+                }
+                Scenario::CreateTask => {
+                    throughput(
+                        "create_task",
+                        &agents,
+                        args.concurrency,
+                        duration,
+                        |a, i| async move {
+                            a.call("create_task", json!({"title": format!("bench task {i}")}))
+                                .await
+                                .map(drop)
+                        },
+                    )
+                    .await
+                }
+                Scenario::UpdateTask => {
+                    let mut ids = Vec::new();
+                    for w in 0..args.concurrency {
+                        let a = &agents[w % agents.len()];
+                        let t = a
+                            .call("create_task", json!({"title": format!("updated {w}")}))
+                            .await
+                            .map_err(|e| anyhow::anyhow!(e))?;
+                        ids.push(t["created"]["id"].clone());
+                    }
+                    let ids = Arc::new(ids);
+                    throughput(
+                        "update_task",
+                        &agents,
+                        args.concurrency,
+                        duration,
+                        move |a, i| {
+                            let id = ids[(i / 1_000_000) as usize % ids.len()].clone();
+                            async move {
+                                a.call("update_task", json!({"task_id": id, "note": "progress"}))
+                                    .await
+                                    .map(drop)
+                            }
+                        },
+                    )
+                    .await
+                }
+                Scenario::All | Scenario::Baseline => unreachable!(),
+            };
         if let Some(b) = baseline
             && b > 0.0
             && r.calls_per_s > 0.0
@@ -214,19 +311,42 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         reports.push(r);
     }
-    let failed = reports.iter().any(|r| r.errors > 0 || r.extra.get("double_claims").and_then(Value::as_u64).unwrap_or(0) > 0);
+    let failed = reports.iter().any(|r| {
+        r.errors > 0
+            || r.extra
+                .get("double_claims")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                > 0
+    });
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"url": base, "reports": reports}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"url": base, "reports": reports}))?
+        );
     } else {
         print_table(&reports);
     }
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_table(reports: &[Report]) {
     println!(
         "{:<14} {:>5} {:>9} {:>10} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9}",
-        "scenario", "conc", "calls", "calls/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "errors", "of /healthz"
+        "scenario",
+        "conc",
+        "calls",
+        "calls/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "max ms",
+        "errors",
+        "of /healthz"
     );
     for r in reports {
         println!(
@@ -240,7 +360,9 @@ fn print_table(reports: &[Report]) {
             r.p99_ms,
             r.max_ms,
             r.errors,
-            r.of_baseline.map(|f| format!("{:.1}%", f * 100.0)).unwrap_or_default()
+            r.of_baseline
+                .map(|f| format!("{:.1}%", f * 100.0))
+                .unwrap_or_default()
         );
         for (k, v) in &r.extra {
             println!("{:<14} {k}: {v}", "");
@@ -254,7 +376,8 @@ fn fill_latencies(r: &mut Report, mut samples: Vec<u64>) {
         return;
     }
     samples.sort_unstable();
-    let pick = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize] as f64 / 1000.0;
+    let pick =
+        |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize] as f64 / 1000.0;
     r.p50_ms = pick(0.50);
     r.p95_ms = pick(0.95);
     r.p99_ms = pick(0.99);
@@ -262,7 +385,13 @@ fn fill_latencies(r: &mut Report, mut samples: Vec<u64>) {
 }
 
 /// Runs `step` from `concurrency` workers for `duration`, with a progress line.
-async fn throughput<F, Fut>(name: &str, agents: &[Agent], concurrency: usize, duration: Duration, step: F) -> Report
+async fn throughput<F, Fut>(
+    name: &str,
+    agents: &[Agent],
+    concurrency: usize,
+    duration: Duration,
+    step: F,
+) -> Report
 where
     F: Fn(Agent, u64) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = Result<(), String>> + Send,
@@ -275,8 +404,13 @@ where
     let mut workers = Vec::new();
     for w in 0..concurrency {
         let agent = agents[w % agents.len()].clone();
-        let (calls, errors, stop, step, first_error) =
-            (calls.clone(), errors.clone(), stop.clone(), step.clone(), first_error.clone());
+        let (calls, errors, stop, step, first_error) = (
+            calls.clone(),
+            errors.clone(),
+            stop.clone(),
+            step.clone(),
+            first_error.clone(),
+        );
         workers.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(4096);
             let mut i = w as u64 * 1_000_000;
@@ -299,7 +433,11 @@ where
         tokio::time::sleep(Duration::from_millis(1000).min(deadline - Instant::now())).await;
         let n = calls.load(Ordering::Relaxed);
         let t = started.elapsed().as_secs_f64();
-        eprint!("\r{name:<14} {t:>5.1}s {n:>9} calls {:>8.0}/s errors {}   ", n as f64 / t, errors.load(Ordering::Relaxed));
+        eprint!(
+            "\r{name:<14} {t:>5.1}s {n:>9} calls {:>8.0}/s errors {}   ",
+            n as f64 / t,
+            errors.load(Ordering::Relaxed)
+        );
     }
     stop.store(true, Ordering::Relaxed);
     let mut samples = Vec::new();
@@ -338,14 +476,34 @@ async fn seed_messages(agent: &Agent, n: usize) -> anyhow::Result<()> {
 async fn mixed_step(a: &Agent, i: u64) -> Result<(), String> {
     match i % 10 {
         0..=2 => a.call("whats_new", json!({"limit": 20})).await.map(drop),
-        3 => a.call("read_messages", json!({"limit": 20})).await.map(drop),
-        4 | 5 => a.call("post_message", json!({"body": format!("status update {i}")})).await.map(drop),
-        6 => a.call("list_tasks", json!({"status": "open", "limit": 20})).await.map(drop),
+        3 => a
+            .call("read_messages", json!({"limit": 20}))
+            .await
+            .map(drop),
+        4 | 5 => a
+            .call(
+                "post_message",
+                json!({"body": format!("status update {i}")}),
+            )
+            .await
+            .map(drop),
+        6 => a
+            .call("list_tasks", json!({"status": "open", "limit": 20}))
+            .await
+            .map(drop),
         7 => {
-            let t = a.call("create_task", json!({"title": format!("task {i}"), "claim": true})).await?;
+            let t = a
+                .call(
+                    "create_task",
+                    json!({"title": format!("task {i}"), "claim": true}),
+                )
+                .await?;
             let id = t["created"]["id"].clone();
-            a.call("add_note", json!({"task_id": id, "body": "on it"})).await?;
-            a.call("submit_result", json!({"task_id": id, "result": "done"})).await.map(drop)
+            a.call("add_note", json!({"task_id": id, "body": "on it"}))
+                .await?;
+            a.call("submit_result", json!({"task_id": id, "result": "done"}))
+                .await
+                .map(drop)
         }
         8 => a.call("get_room_info", json!({})).await.map(drop),
         _ => a.call("search", json!({"query": "status"})).await.map(drop),
@@ -379,7 +537,9 @@ async fn claim_storm(agents: &[Agent], concurrency: usize, tasks: usize) -> anyh
                 let id = ids[(k + w * n / concurrency.max(1)) % n];
                 let t = Instant::now();
                 match agent.call("claim_task", json!({"task_id": id})).await {
-                    Ok(r) if r["claimed"] == json!(true) => wins.push((id, r["task"]["assignee"].as_str().unwrap_or("").to_owned())),
+                    Ok(r) if r["claimed"] == json!(true) => {
+                        wins.push((id, r["task"]["assignee"].as_str().unwrap_or("").to_owned()))
+                    }
                     Ok(_) => {}
                     Err(_) => errors += 1,
                 }
@@ -405,7 +565,10 @@ async fn claim_storm(agents: &[Agent], concurrency: usize, tasks: usize) -> anyh
     // Every task is now held by the one agent that won it.
     let mut mismatched = 0;
     for (id, who) in &winners {
-        let t = creator.call("get_task", json!({"task_id": id})).await.unwrap_or_default();
+        let t = creator
+            .call("get_task", json!({"task_id": id}))
+            .await
+            .unwrap_or_default();
         if t["task"]["assignee"].as_str() != Some(who[0].as_str()) {
             mismatched += 1;
         }
@@ -422,9 +585,13 @@ async fn claim_storm(agents: &[Agent], concurrency: usize, tasks: usize) -> anyh
     fill_latencies(&mut r, samples);
     r.extra.insert("tasks".into(), json!(tasks));
     r.extra.insert("claimed".into(), json!(claimed));
-    r.extra.insert("claims_per_s".into(), json!((claimed as f64 / seconds).round()));
+    r.extra.insert(
+        "claims_per_s".into(),
+        json!((claimed as f64 / seconds).round()),
+    );
     r.extra.insert("double_claims".into(), json!(double));
-    r.extra.insert("holder_mismatches".into(), json!(mismatched));
+    r.extra
+        .insert("holder_mismatches".into(), json!(mismatched));
     if double > 0 || mismatched > 0 || claimed != tasks {
         r.errors += 1;
     }
@@ -435,14 +602,19 @@ async fn claim_storm(agents: &[Agent], concurrency: usize, tasks: usize) -> anyh
 /// the post's reply each waiter is back.
 async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     if agents.len() < 2 {
-        anyhow::bail!("wait_wake needs at least two --token (a poster and waiters of other agents)");
+        anyhow::bail!(
+            "wait_wake needs at least two --token (a poster and waiters of other agents)"
+        );
     }
     let poster = agents[0].clone();
     let waiters: Vec<Agent> = agents[1..].to_vec();
     for w in &waiters {
         // Bring each waiter's cursor to the end so the wait really parks.
         loop {
-            let r = w.call("whats_new", json!({"limit": 200})).await.map_err(|e| anyhow::anyhow!(e))?;
+            let r = w
+                .call("whats_new", json!({"limit": 200}))
+                .await
+                .map_err(|e| anyhow::anyhow!(e))?;
             if r["remaining"].as_i64().unwrap_or(0) == 0 {
                 break;
             }
@@ -459,7 +631,10 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     }
     // Let every waiter park; the server gives no signal for that.
     tokio::time::sleep(Duration::from_millis(500 + n as u64)).await;
-    poster.call("post_message", json!({"body": "wake up"})).await.map_err(|e| anyhow::anyhow!(e))?;
+    poster
+        .call("post_message", json!({"body": "wake up"}))
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     let posted = Instant::now();
     let mut samples = Vec::new();
     let mut errors = 0;
@@ -479,7 +654,10 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
         ..Report::default()
     };
     fill_latencies(&mut r, samples);
-    r.extra.insert("measures".into(), json!("time from the post's reply to each waiter's reply"));
+    r.extra.insert(
+        "measures".into(),
+        json!("time from the post's reply to each waiter's reply"),
+    );
     Ok(r)
 }
 
@@ -499,7 +677,13 @@ async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
             if let Some(room) = &a.room {
                 url.push_str(&format!("&room={room}"));
             }
-            let resp = a.http.get(url).bearer_auth(&a.token).send().await.map_err(|e| e.to_string())?;
+            let resp = a
+                .http
+                .get(url)
+                .bearer_auth(&a.token)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
             if !resp.status().is_success() {
                 return Err(format!("HTTP {}", resp.status()));
             }
@@ -527,7 +711,10 @@ async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
-    poster.call("post_message", json!({"body": marker})).await.map_err(|e| anyhow::anyhow!(e))?;
+    poster
+        .call("post_message", json!({"body": marker}))
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     let mut samples = Vec::new();
     let mut errors = (n - connected) as u64;
     let mut first_error = None;
@@ -552,6 +739,9 @@ async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
         ..Report::default()
     };
     fill_latencies(&mut r, samples);
-    r.extra.insert("measures".into(), json!("time from sending the post to each subscriber's delivery"));
+    r.extra.insert(
+        "measures".into(),
+        json!("time from sending the post to each subscriber's delivery"),
+    );
     Ok(r)
 }
