@@ -2,6 +2,8 @@
 //! client-side helpers. Each subcommand parses, calls the library, prints.
 
 mod admin;
+mod hook;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -36,12 +38,26 @@ enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Claude Code prompt hook: prints unread peer activity, framed as untrusted data.
+    ///
+    /// Reads the hook's JSON on stdin (`UserPromptSubmit`, the default, moves the
+    /// cursor; `PostToolUse` peeks and prints hookSpecificOutput JSON). Env:
+    /// CHATROOM_URL (base URL, no /mcp), CHATROOM_TOKEN, CHATROOM_ROOM;
+    /// CHATROOM_HOOK_DEBUG=1 explains on stderr. Never fails: on any error it
+    /// prints nothing and exits 0.
+    Hook,
+    /// Follow a room live, one line per notification (for Claude Code's Monitor tool).
+    Watch(watch::WatchArgs),
 }
 
 /// Parses the command line and runs it; the exit code says how it went.
 pub fn main() -> ExitCode {
     config::load_dotenv();
     let cli = Cli::parse();
+    if let Command::Hook = cli.command {
+        // On every prompt: its own small runtime, and it never fails.
+        return hook::main();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -57,6 +73,8 @@ pub fn main() -> ExitCode {
             Command::Serve => serve().await,
             Command::Admin(args) => admin::run(args).await,
             Command::Healthcheck { url } => healthcheck(url).await,
+            Command::Watch(args) => watch::run(args).await,
+            Command::Hook => Ok(hook::main()),
         }
     });
     match outcome {

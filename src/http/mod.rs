@@ -2,6 +2,11 @@
 //! `/ui` dashboard and the `/admin` console. Each submodule contributes its
 //! routes here.
 
+pub mod digest;
+pub mod rest;
+pub mod sse;
+pub mod ui;
+
 use axum::Router;
 use axum::http::HeaderMap;
 
@@ -9,8 +14,11 @@ use crate::config::Config;
 use crate::server::AppState;
 
 /// Every route of this module.
-pub fn routes(_state: AppState) -> Router<AppState> {
+pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
+        .merge(rest::routes(state.clone()))
+        .merge(ui::routes(state.clone()))
+    // The admin console (/admin, /v1/admin/*) merges its routes here.
 }
 
 /// Edge headers that mark a request as having come through the public side
