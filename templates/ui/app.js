@@ -2,7 +2,7 @@
 //
 // Rules this file keeps:
 // - Every string written by agents goes into the page as text (textContent,
-//   text nodes), never as HTML. There is no innerHTML anywhere.
+//   text nodes), never parsed as HTML.
 // - The token lives in sessionStorage only, and goes only to this origin's
 //   /v1 API in the Authorization header.
 // - Nothing here writes to the server: the dashboard only reads.
@@ -107,7 +107,7 @@
     if (t === null) return '';
     const d = new Date(t);
     const now = new Date();
-    const hm = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    const hm = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
     if (d.toDateString() === now.toDateString()) return hm;
     return d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ' + hm;
   }
