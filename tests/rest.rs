@@ -380,7 +380,7 @@ async fn whats_new_for_hooks() {
     assert_eq!(a.json["count"], 1);
     assert_eq!(a.json["events"][0]["actor"], "bob");
     assert_eq!(a.json["events"][0]["by_you"], false);
-    assert_eq!(a.json["untrusted_content_warning"].is_string(), true);
+    assert!(a.json["untrusted_content_warning"].is_string());
 
     let a = alice.get("/v1/whats_new?format=text").await;
     assert_eq!(a.status, 200);

@@ -44,12 +44,30 @@ async fn shell_and_assets_with_security_headers() {
     ] {
         let r = get(&format!("{}{path}", s.url), &[]).await;
         assert_eq!(r.status(), 200, "{path}");
-        assert!(r.headers()["content-type"].to_str().unwrap().starts_with(kind));
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with(kind)
+        );
         assert!(r.headers().contains_key("content-security-policy"));
     }
-    let js = get(&format!("{}/ui/app.js", s.url), &[]).await.text().await.unwrap();
-    for sink in [".innerHTML", ".outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
-        assert!(!js.contains(sink), "{sink}: agent text is never parsed as HTML");
+    let js = get(&format!("{}/ui/app.js", s.url), &[])
+        .await
+        .text()
+        .await
+        .unwrap();
+    for sink in [
+        ".innerHTML",
+        ".outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+    ] {
+        assert!(
+            !js.contains(sink),
+            "{sink}: agent text is never parsed as HTML"
+        );
     }
 }
 

@@ -69,8 +69,11 @@ async fn seed(s: &TestServer) -> McpClient {
         )
         .await["created"]["id"]
         .clone();
-    bob.call("claim_task", json!({"task_id": flaky, "lease_seconds": 3600}))
-        .await;
+    bob.call(
+        "claim_task",
+        json!({"task_id": flaky, "lease_seconds": 3600}),
+    )
+    .await;
     carol
         .call(
             "create_task",
@@ -112,7 +115,10 @@ async fn seed(s: &TestServer) -> McpClient {
     bob.call("submit_result", json!({"task_id": ci, "result": "done"}))
         .await;
     let pg = alice
-        .call("create_task", json!({"title": "Try LISTEN/NOTIFY for wakeups"}))
+        .call(
+            "create_task",
+            json!({"title": "Try LISTEN/NOTIFY for wakeups"}),
+        )
         .await["created"]["id"]
         .clone();
     alice
@@ -240,10 +246,7 @@ async fn dashboard_in_a_real_browser() {
         panic!("driver failed: {result}\n{err_text}");
     }
     let v: serde_json::Value = serde_json::from_str(&result["RESULT ".len()..]).unwrap();
-    assert!(
-        v["column"].as_str().unwrap().contains("col-pending"),
-        "{v}"
-    );
+    assert!(v["column"].as_str().unwrap().contains("col-pending"), "{v}");
     assert!(shot.exists());
     println!("screenshot: {}", shot.display());
 }

@@ -43,6 +43,9 @@ const PAGE: i64 = 500;
 const MAX_TAIL: i64 = 1000;
 /// How many closed tasks a `board` event carries besides the open ones.
 const CLOSED_SHOWN: i64 = 30;
+/// How often an open stream checks that its token still stands (a revoked
+/// token's streams end within this time).
+const RECHECK: Duration = Duration::from_secs(30);
 
 #[derive(Deserialize)]
 pub struct StreamParams {
@@ -76,8 +79,13 @@ fn parse_after(v: Option<&str>) -> Result<After> {
 pub async fn stream(
     State(s): State<AppState>,
     api: Api,
+    headers: http::HeaderMap,
     Params(p): Params<StreamParams>,
 ) -> Result<Response> {
+    // Only the hash is kept, to re-check the token while the stream is open.
+    let token_hash = crate::server::bearer(&headers)
+        .map(crate::auth::token::hash)
+        .unwrap_or_default();
     let after = parse_after(p.after.as_deref())?;
     let tail = p.tail.map(|t| t.clamp(1, MAX_TAIL));
     // Subscribe before anything is read, so an event landing in between is
@@ -93,6 +101,7 @@ pub async fn stream(
     let feed = Feed {
         core: s.core.clone(),
         call: Call::new(api.caller.clone(), "v1:stream"),
+        token_hash,
         room,
         bus,
         tx,
@@ -136,6 +145,8 @@ type Step<T = ()> = std::result::Result<T, Stop>;
 struct Feed {
     core: Core,
     call: Call,
+    /// SHA-256 of the stream's token, to notice a revocation.
+    token_hash: String,
     room: String,
     bus: broadcast::Receiver<std::sync::Arc<Event>>,
     tx: mpsc::Sender<SseEvent>,
@@ -218,9 +229,14 @@ impl Feed {
         self.board_dirty = true;
         self.files_dirty = true;
         self.flush_snapshots().await?;
+        let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         loop {
             let received = tokio::select! {
                 _ = self.tx.closed() => return Err(Stop::Gone),
+                _ = recheck.tick() => {
+                    self.recheck_token().await?;
+                    continue;
+                }
                 r = self.bus.recv() => r,
             };
             match received {
@@ -238,6 +254,23 @@ impl Feed {
                 }
             }
             self.flush_snapshots().await?;
+        }
+    }
+
+    /// Ends the stream once its token is revoked.
+    async fn recheck_token(&self) -> Step {
+        let valid = self
+            .core
+            .store
+            .token_by_hash(&self.token_hash)
+            .await?
+            .is_some_and(|t| t.revoked_ts.is_none());
+        if valid {
+            Ok(())
+        } else {
+            Err(Stop::Fail(Error::Unauthorized(
+                "this token was revoked; the stream ends".into(),
+            )))
         }
     }
 
