@@ -292,3 +292,36 @@ async fn fanout_latency_500_streams() {
         t.abort();
     }
 }
+
+/// `tail=N` finds the last N of this room even when other rooms' events and
+/// messages sit between them (ids are shared by all rooms).
+#[tokio::test]
+async fn tail_skips_other_rooms() {
+    let s = TestServer::start().await;
+    let alice = rest(&s, "alice").await;
+    let bob = s.agent("bob", "lobby").await;
+    let carol = s.agent("carol", "busy").await;
+    for i in 0..6 {
+        bob.call("post_message", json!({"body": format!("lobby {i}")}))
+            .await;
+        for j in 0..7 {
+            carol
+                .call("post_message", json!({"body": format!("busy {i}.{j}")}))
+                .await;
+        }
+    }
+    let mut stream = alice.stream("after=all&tail=3").await;
+    let seen = stream.until_snapshot(T).await;
+    let chat: Vec<&str> = seen
+        .iter()
+        .filter(|e| e.name == "chat")
+        .map(|e| e.data["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(chat, vec!["lobby 3", "lobby 4", "lobby 5"]);
+    let activity: Vec<&str> = seen
+        .iter()
+        .filter(|e| e.name == "activity")
+        .map(|e| e.data["detail"]["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(activity, vec!["lobby 3", "lobby 4", "lobby 5"]);
+}
