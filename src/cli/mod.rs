@@ -5,6 +5,8 @@ mod admin;
 mod bench;
 mod export;
 mod worker;
+mod hook;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -44,12 +46,26 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run an API-only model as a board worker (configured by the environment; see its --help).
     Worker(worker::WorkerArgs),
+    /// Claude Code prompt hook: prints unread peer activity, framed as untrusted data.
+    ///
+    /// Reads the hook's JSON on stdin (`UserPromptSubmit`, the default, moves the
+    /// cursor; `PostToolUse` peeks and prints hookSpecificOutput JSON). Env:
+    /// CHATROOM_URL (base URL, no /mcp), CHATROOM_TOKEN, CHATROOM_ROOM;
+    /// CHATROOM_HOOK_DEBUG=1 explains on stderr. Never fails: on any error it
+    /// prints nothing and exits 0.
+    Hook,
+    /// Follow a room live, one line per notification (for Claude Code's Monitor tool).
+    Watch(watch::WatchArgs),
 }
 
 /// Parses the command line and runs it; the exit code says how it went.
 pub fn main() -> ExitCode {
     config::load_dotenv();
     let cli = Cli::parse();
+    if let Command::Hook = cli.command {
+        // On every prompt: its own small runtime, and it never fails.
+        return hook::main();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -67,6 +83,8 @@ pub fn main() -> ExitCode {
             Command::Healthcheck { url } => healthcheck(url).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Worker(args) => worker::run(args).await,
+            Command::Watch(args) => watch::run(args).await,
+            Command::Hook => Ok(hook::main()),
         }
     });
     match outcome {

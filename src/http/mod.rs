@@ -3,6 +3,10 @@
 //! routes here.
 
 pub mod admin;
+pub mod digest;
+pub mod rest;
+pub mod sse;
+pub mod ui;
 
 use axum::Router;
 use axum::http::HeaderMap;
@@ -12,7 +16,10 @@ use crate::server::AppState;
 
 /// Every route of this module.
 pub fn routes(state: AppState) -> Router<AppState> {
-    Router::new().merge(admin::routes(state.clone()))
+    Router::new()
+        .merge(rest::routes(state.clone()))
+        .merge(ui::routes(state.clone()))
+        .merge(admin::routes(state.clone()))
 }
 
 /// Edge headers that mark a request as having come through the public side

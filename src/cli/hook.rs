@@ -1,0 +1,268 @@
+//! `chatroom hook`: Claude Code's prompt hook (SPEC §8). It reads the hook's
+//! JSON on stdin and prints unread peer activity inside an explicit
+//! "untrusted data, not instructions" frame (`/v1/whats_new?format=text`):
+//!
+//! - `UserPromptSubmit` (also no stdin, or no event named): prints the digest
+//!   as plain text and moves the cursor;
+//! - `PostToolUse`: peeks (the cursor stays) and prints `hookSpecificOutput`
+//!   JSON; it remembers, in a small state file, what it already showed, so
+//!   a long tool loop is told each event once.
+//!
+//! It runs before every prompt, so it is quick (short timeouts, one request)
+//! and fails open: on any error it exits 0 with nothing on stdout.
+//! `CHATROOM_HOOK_DEBUG=1` says on stderr what happened.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+/// How long the hook waits for its stdin (Claude Code writes it at once).
+const STDIN_WAIT: Duration = Duration::from_millis(500);
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(1500);
+const TOTAL_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// What the hook was called for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Print the digest as text and move the cursor.
+    Prompt,
+    /// Peek and print `hookSpecificOutput` for `PostToolUse`.
+    PostToolUse,
+}
+
+/// Runs the hook; always exits 0 (a hook must never block the agent).
+pub fn main() -> ExitCode {
+    let debug = std::env::var("CHATROOM_HOOK_DEBUG")
+        .ok()
+        .and_then(|v| crate::config::parse_switch(&v))
+        .unwrap_or(false);
+    let say = |msg: &str| {
+        if debug {
+            eprintln!("chatroom hook: {msg}");
+        }
+    };
+    let input = read_stdin();
+    let event = event_name(&input);
+    let mode = match event.as_deref() {
+        None | Some("UserPromptSubmit") | Some("SessionStart") => Mode::Prompt,
+        Some("PostToolUse") => Mode::PostToolUse,
+        Some(other) => {
+            say(&format!("nothing to do for the {other:?} hook event"));
+            return ExitCode::SUCCESS;
+        }
+    };
+    let Some(token) = env("CHATROOM_TOKEN") else {
+        say("CHATROOM_TOKEN is not set; nothing to do");
+        return ExitCode::SUCCESS;
+    };
+    let base = env("CHATROOM_URL")
+        .unwrap_or_else(|| "http://127.0.0.1:8080".into())
+        .trim_end_matches('/')
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let room = env("CHATROOM_ROOM");
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            say(&format!("cannot start: {e}"));
+            return ExitCode::SUCCESS;
+        }
+    };
+    let mark = MarkFile::locate(&base, &token, room.as_deref());
+    let outcome = runtime.block_on(fetch(&base, &token, room.as_deref(), mode, &mark));
+    match outcome {
+        Ok(None) => say("nothing new"),
+        Ok(Some(text)) => {
+            let out = match mode {
+                Mode::Prompt => text,
+                Mode::PostToolUse => serde_json::json!({
+                    "hookSpecificOutput": {
+                        "hookEventName": "PostToolUse",
+                        "additionalContext": text,
+                    }
+                })
+                .to_string(),
+            };
+            let mut stdout = std::io::stdout().lock();
+            if stdout
+                .write_all(out.as_bytes())
+                .and_then(|_| stdout.flush())
+                .is_err()
+            {
+                say("could not write to stdout");
+            }
+            say(match mode {
+                Mode::Prompt => "printed new activity; the cursor moved",
+                Mode::PostToolUse => "printed new activity (peek: the cursor did not move)",
+            });
+        }
+        Err(why) => say(&why),
+    }
+    ExitCode::SUCCESS
+}
+
+/// A set, non-blank environment variable.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// The hook's stdin, if any arrives quickly; a terminal is not read.
+fn read_stdin() -> String {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return String::new();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A reader thread, so a stdin left open cannot hold the hook up.
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = std::io::stdin().lock().take(1 << 20).read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx.recv_timeout(STDIN_WAIT)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// `hook_event_name` from the hook's JSON input.
+fn event_name(input: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(input.trim()).ok()?;
+    v.get("hook_event_name")?.as_str().map(str::to_owned)
+}
+
+/// One request to `/v1/whats_new?format=text`: `Ok(None)` when nothing is
+/// new, `Err` with an explanation for the debug output.
+async fn fetch(
+    base: &str,
+    token: &str,
+    room: Option<&str>,
+    mode: Mode,
+    mark: &MarkFile,
+) -> Result<Option<String>, String> {
+    let client = reqwest::Client::builder()
+        .user_agent(concat!("chatroom-hook/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(TOTAL_TIMEOUT)
+        .build()
+        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+    let mut query: Vec<(&str, String)> = vec![("format", "text".into())];
+    if let Some(r) = room {
+        query.push(("room", r.into()));
+    }
+    let shown = mark.read();
+    if mode == Mode::PostToolUse {
+        query.push(("peek", "1".into()));
+        if let Some(after) = shown {
+            query.push(("after_id", after.to_string()));
+        }
+    }
+    let url = format!("{base}/v1/whats_new");
+    let with_query = reqwest::Url::parse_with_params(&url, &query)
+        .map_err(|e| format!("CHATROOM_URL {base:?} is not a URL: {e}"))?;
+    let response = client
+        .get(with_query)
+        .bearer_auth(token)
+        .send()
+        .await
+        .map_err(|e| {
+            format!("cannot reach {url} (is the server running, is CHATROOM_URL right?): {e}")
+        })?;
+    let status = response.status().as_u16();
+    if status != 200 {
+        let body = response.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| body.chars().take(200).collect());
+        let why = match status {
+            401 => {
+                "401: the token was refused (mistyped, revoked, or for another server); check CHATROOM_TOKEN"
+            }
+            403 => "403: this token may not read that room; check CHATROOM_ROOM",
+            404 => "404: no such room, or CHATROOM_URL does not point at a chatroom server",
+            421 => {
+                "421: the server does not accept this Host; add it to the server's CHATROOM_ALLOWED_HOSTS or use the URL it serves"
+            }
+            429 => {
+                "429: rate limited (too many calls, or too many failed tokens from this address); it will pass"
+            }
+            _ => "the server refused the request",
+        };
+        return Err(format!("{why} [HTTP {status}: {message}]"));
+    }
+    let last = response
+        .headers()
+        .get("x-chatroom-last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i64>().ok());
+    let text = response
+        .text()
+        .await
+        .map_err(|e| format!("the answer broke off: {e}"))?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    if let Some(last) = last {
+        // Both modes record what was shown, so a tool loop after a prompt
+        // does not repeat it.
+        mark.write(last.max(shown.unwrap_or(0)));
+    }
+    Ok(Some(text))
+}
+
+/// Where the hook remembers the last event it showed (per server, token and
+/// room): `CHATROOM_HOOK_STATE_DIR`, else the user's state directory. No
+/// file, no memory: then a peek shows what is unread each time.
+struct MarkFile(Option<PathBuf>);
+
+impl MarkFile {
+    fn locate(base: &str, token: &str, room: Option<&str>) -> MarkFile {
+        let dir = env("CHATROOM_HOOK_STATE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| env("XDG_STATE_HOME").map(|d| PathBuf::from(d).join("chatroom")))
+            .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".local/state/chatroom")));
+        let key = hex::encode(Sha256::digest(
+            format!("{base}\n{token}\n{}", room.unwrap_or("")).as_bytes(),
+        ));
+        MarkFile(dir.map(|d| d.join(format!("hook-{}.mark", &key[..16]))))
+    }
+
+    fn read(&self) -> Option<i64> {
+        let path = self.0.as_ref()?;
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    }
+
+    fn write(&self, id: i64) {
+        if let Some(path) = &self.0 {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = std::fs::write(path, id.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_event_name() {
+        assert_eq!(
+            event_name(r#"{"hook_event_name":"PostToolUse","tool_name":"Bash"}"#).as_deref(),
+            Some("PostToolUse")
+        );
+        assert_eq!(event_name(""), None);
+        assert_eq!(event_name("not json"), None);
+        assert_eq!(event_name(r#"{"session_id":"x"}"#), None);
+    }
+}

@@ -1,0 +1,704 @@
+//! The `/v1` REST API (SPEC §4, admin routes aside): the same domain calls as
+//! the MCP tools, for hooks, scripts, `curl` and the dashboard. Every route
+//! sits behind [`require_token`](crate::server::require_token), takes
+//! `?room=`, writes an audit row, and answers errors as
+//! `{"error": {"code", "message"}}` with the status of the code.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router, middleware};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+use crate::clock::now_ms;
+use crate::db::{AuditRow, RoomInfo};
+use crate::domain::Call;
+use crate::error::{Error, Result};
+use crate::mcp::UNTRUSTED_WARNING;
+use crate::server::{AppState, require_token};
+
+use super::digest;
+
+/// How many events `/v1/whats_new` returns at most (for hooks).
+const WHATS_NEW_LIMIT: i64 = 100;
+
+/// The `/v1` routes of this module, each behind the bearer-token layer.
+pub fn routes(state: AppState) -> Router<AppState> {
+    let body_limit = state.body_limit();
+    Router::new()
+        .route("/v1/whats_new", get(whats_new))
+        .route("/v1/tasks", get(list_tasks))
+        .route("/v1/tasks/{id}", get(get_task))
+        .route("/v1/messages", get(read_messages).post(post_message))
+        .route("/v1/events", get(read_events))
+        .route("/v1/agents", get(list_agents))
+        .route("/v1/rooms", get(list_rooms))
+        .route("/v1/rooms/{room}", axum::routing::delete(delete_room))
+        .route("/v1/rooms/{room}/info", get(room_info).post(set_room_info))
+        .route("/v1/rooms/{room}/retention", post(set_retention))
+        .route("/v1/files", get(list_files).post(upload_file))
+        .route("/v1/files/{id}", get(download_file).delete(delete_file))
+        .route("/v1/stream", get(super::sse::stream))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .route_layer(middleware::from_fn_with_state(state, require_token))
+}
+
+/// What every `/v1` handler starts from: the caller the token layer
+/// authenticated, and the `?room=` it asks for.
+pub struct Api {
+    pub caller: Caller,
+    pub room: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RoomParam {
+    room: Option<String>,
+}
+
+impl FromRequestParts<AppState> for Api {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Api> {
+        let caller = parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+            // The token layer guarantees a caller; reaching here is a wiring bug.
+            Error::internal(anyhow::anyhow!("a /v1 route is missing the token layer"))
+        })?;
+        let Query(RoomParam { room }) = Query::try_from_uri(&parts.uri)
+            .map_err(|e| Error::invalid(format!("bad query string: {}", e.body_text())))?;
+        Ok(Api {
+            caller,
+            room: room.filter(|r| !r.trim().is_empty()),
+        })
+    }
+}
+
+impl Api {
+    /// The room the call names, if any (the token's default room otherwise).
+    pub fn room(&self) -> Option<&str> {
+        self.room.as_deref()
+    }
+
+    /// Runs one call through `route`: the per-token rate limit, the domain
+    /// work in `f`, and the audit row when the domain wrote none.
+    pub async fn run<T>(
+        &self,
+        state: &AppState,
+        route: &'static str,
+        task_id: Option<i64>,
+        f: impl AsyncFnOnce(&Call) -> Result<T>,
+    ) -> Result<T> {
+        let call = Call::new(self.caller.clone(), route);
+        let outcome = match state.rate.check(call.token_id) {
+            Err(retry) => Err(Error::RateLimited {
+                message: format!(
+                    "rate limit of {} calls a minute reached for this token; retry in {retry} s",
+                    state.config.rate_limit_per_minute
+                ),
+                retry_after_s: retry,
+            }),
+            Ok(()) => f(&call).await,
+        };
+        if !call.audited() {
+            state.audit(AuditRow {
+                ts: now_ms(),
+                agent: call.agent.clone(),
+                room: Some(
+                    self.room
+                        .clone()
+                        .unwrap_or_else(|| self.caller.room.clone()),
+                ),
+                tool: route.to_owned(),
+                task_id,
+                outcome: match &outcome {
+                    Ok(_) => "ok".to_owned(),
+                    Err(e) => e.code().to_owned(),
+                },
+            });
+        }
+        outcome
+    }
+
+    /// A result object for `room`, carrying `room` and `you_are` like the
+    /// MCP tools' results.
+    fn reply(&self, room: &str, body: Value) -> Value {
+        let mut body = body;
+        body["room"] = json!(room);
+        body["you_are"] = json!(self.caller.agent);
+        body
+    }
+
+    /// [`reply`](Self::reply) for results holding agent-written text.
+    fn untrusted(&self, room: &str, body: Value) -> Value {
+        let mut body = self.reply(room, body);
+        body["untrusted_content_warning"] = json!(UNTRUSTED_WARNING);
+        body
+    }
+}
+
+/// A JSON request body, read whatever the `Content-Type` says (so `curl -d`
+/// works); a malformed one is `invalid_argument`.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self> {
+        let bytes = Bytes::from_request(req, state).await.map_err(body_error)?;
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|e| Error::invalid(format!("the body is not the JSON this route takes: {e}")))
+    }
+}
+
+/// A request body that could not be read: over the cap is `too_large`.
+fn body_error(e: BytesRejection) -> Error {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        Error::TooLarge(
+            "the request body is over the limit (CHATROOM_MAX_FILE_BYTES); nothing was stored"
+                .into(),
+        )
+    } else {
+        Error::invalid(format!("cannot read the request body: {}", e.body_text()))
+    }
+}
+
+/// Query parameters; a malformed query string is `invalid_argument`.
+pub struct Params<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self> {
+        Query::try_from_uri(&parts.uri)
+            .map(|Query(v)| Params(v))
+            .map_err(|e| Error::invalid(format!("bad query string: {}", e.body_text())))
+    }
+}
+
+/// An id from the path; anything but an integer is `not_found`.
+fn parse_id(what: &str, raw: &str) -> Result<i64> {
+    raw.parse()
+        .map_err(|_| Error::not_found(format!("{what} ids are integers; there is no {what} here")))
+}
+
+/// Whether a switch-like query value is on (`1`, `true`, `on`, `yes`).
+fn switch(v: &Option<String>) -> bool {
+    v.as_deref()
+        .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes"))
+}
+
+#[derive(Deserialize)]
+struct WhatsNewParams {
+    peek: Option<String>,
+    format: Option<String>,
+    /// Leave out events up to this id (a peeking hook's own mark).
+    after_id: Option<i64>,
+}
+
+/// For hooks: up to 100 events after the caller's cursor, the caller's own
+/// left out; moves the cursor unless `peek=1`. `format=text` answers the
+/// framed digest, empty when nothing is new.
+async fn whats_new(
+    State(s): State<AppState>,
+    api: Api,
+    Params(p): Params<WhatsNewParams>,
+) -> Result<Response> {
+    let advance = !switch(&p.peek);
+    let (room, mut page) = api
+        .run(&s, "v1:whats_new", None, async |call| {
+            s.core
+                .whats_new(call, api.room(), WHATS_NEW_LIMIT, advance, true)
+                .await
+        })
+        .await?;
+    if let Some(after) = p.after_id {
+        page.events.retain(|e| e.id > after);
+    }
+    let last_id = page.events.last().map_or(page.since, |e| e.id);
+    let mark = [(
+        "x-chatroom-last-event-id",
+        HeaderValue::from(last_id.max(p.after_id.unwrap_or(0))),
+    )];
+    match p.format.as_deref() {
+        Some("text") => {
+            let text = digest::render(&room, &page, &api.caller.agent);
+            let content_type = (header::CONTENT_TYPE, "text/plain; charset=utf-8");
+            Ok((mark, [content_type], text).into_response())
+        }
+        None | Some("json") => {
+            let events: Vec<Value> = page
+                .events
+                .iter()
+                .map(|e| digest::flagged(e, &api.caller.agent))
+                .collect();
+            let mut body = json!({
+                "since_event_id": page.since,
+                "count": events.len(),
+                "events": events,
+                "remaining": page.remaining,
+                "moved_cursor": advance,
+            });
+            if page.first_look {
+                body["room_onboarding"] = room_json(&room);
+            }
+            Ok((mark, Json(api.untrusted(&room.name, body))).into_response())
+        }
+        Some(other) => Err(Error::invalid(format!(
+            "format {other:?} is not known; use text or json"
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+struct TaskParams {
+    status: Option<String>,
+    assignee: Option<String>,
+    limit: Option<i64>,
+    before_id: Option<i64>,
+}
+
+/// Open tasks, newest first (`status=` picks others).
+async fn list_tasks(
+    State(s): State<AppState>,
+    api: Api,
+    Params(p): Params<TaskParams>,
+) -> Result<Json<Value>> {
+    let status = p.status.as_deref().unwrap_or("open");
+    let (room, tasks) = api
+        .run(&s, "v1:list_tasks", None, async |call| {
+            let limit = Some(p.limit.unwrap_or(200));
+            s.core
+                .list_tasks(
+                    call,
+                    api.room(),
+                    Some(status),
+                    p.assignee.as_deref(),
+                    limit,
+                    p.before_id,
+                )
+                .await
+        })
+        .await?;
+    Ok(Json(api.untrusted(
+        &room,
+        json!({"count": tasks.len(), "tasks": tasks}),
+    )))
+}
+
+/// One task with its notes: `{task: {…, notes}}`.
+async fn get_task(
+    State(s): State<AppState>,
+    api: Api,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let id = parse_id("task", &id)?;
+    let (task, notes) = api
+        .run(&s, "v1:get_task", Some(id), async |call| {
+            s.core.get_task(call, api.room(), id).await
+        })
+        .await?;
+    let mut t = json!(task);
+    t["notes"] = json!(notes);
+    Ok(Json(api.untrusted(&task.room, json!({"task": t}))))
+}
+
+#[derive(Deserialize)]
+struct MessageParams {
+    since_id: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// Chat messages oldest first after `since_id`; never moves the cursor.
+async fn read_messages(
+    State(s): State<AppState>,
+    api: Api,
+    Params(p): Params<MessageParams>,
+) -> Result<Json<Value>> {
+    let (room, messages, latest) = api
+        .run(&s, "v1:read_messages", None, async |call| {
+            s.core
+                .read_messages(call, api.room(), p.since_id.unwrap_or(0), p.limit)
+                .await
+        })
+        .await?;
+    Ok(Json(api.untrusted(
+        &room,
+        json!({"messages": messages, "latest_id": latest}),
+    )))
+}
+
+#[derive(Deserialize)]
+struct NewMessage {
+    body: String,
+    reply_to: Option<i64>,
+}
+
+/// Posts a chat message (writer tokens): `201 {ok, message_id, author}`.
+async fn post_message(
+    State(s): State<AppState>,
+    api: Api,
+    JsonBody(m): JsonBody<NewMessage>,
+) -> Result<Response> {
+    let message = api
+        .run(&s, "v1:post_message", None, async |call| {
+            s.core
+                .post_message(call, api.room(), &m.body, m.reply_to)
+                .await
+        })
+        .await?;
+    let body = json!({"ok": true, "message_id": message.id, "author": message.author});
+    Ok((StatusCode::CREATED, Json(api.reply(&message.room, body))).into_response())
+}
+
+#[derive(Deserialize)]
+struct EventParams {
+    since_id: Option<i64>,
+    limit: Option<i64>,
+    kind: Option<String>,
+    task_id: Option<i64>,
+}
+
+/// The room's history in order; never moves the cursor.
+async fn read_events(
+    State(s): State<AppState>,
+    api: Api,
+    Params(p): Params<EventParams>,
+) -> Result<Json<Value>> {
+    let filter = crate::db::EventFilter {
+        since_id: p.since_id.unwrap_or(0),
+        limit: p.limit.unwrap_or(100),
+        kind: p.kind,
+        task_id: p.task_id,
+    };
+    let (room, events, latest) = api
+        .run(&s, "v1:read_events", p.task_id, async |call| {
+            s.core.read_events(call, api.room(), filter).await
+        })
+        .await?;
+    Ok(Json(api.untrusted(
+        &room,
+        json!({"count": events.len(), "events": events, "latest_event_id": latest}),
+    )))
+}
+
+/// The room's members with their flags and `last_seen` (presence).
+async fn list_agents(State(s): State<AppState>, api: Api) -> Result<Json<Value>> {
+    let (room, members) = api
+        .run(&s, "v1:list_agents", None, async |call| {
+            s.core.list_agents(call, api.room()).await
+        })
+        .await?;
+    let agents: Vec<Value> = members
+        .into_iter()
+        .map(|m| {
+            json!({
+                "agent": m.agent,
+                "last_seen": m.last_seen.map(crate::clock::fmt_ts),
+                "is_you": m.agent == api.caller.agent,
+                "lead": m.lead,
+                "readonly": m.readonly,
+                "admin": m.admin,
+                "skills": m.skills,
+            })
+        })
+        .collect();
+    Ok(Json(api.reply(&room, json!({"agents": agents}))))
+}
+
+/// The rooms this token is granted, with their counts.
+async fn list_rooms(State(s): State<AppState>, api: Api) -> Result<Json<Value>> {
+    let rooms = api
+        .run(&s, "v1:list_rooms", None, async |call| {
+            // A named room is authorised like on every other route.
+            if api.room.is_some() {
+                s.core.room(call, api.room()).await?;
+            }
+            s.core.store.list_rooms().await
+        })
+        .await?;
+    let c = &api.caller;
+    let rooms: Vec<_> = rooms
+        .into_iter()
+        .filter(|r| c.granted(&r.room.name))
+        .collect();
+    Ok(Json(json!({
+        "agent": c.agent,
+        "default_room": c.room,
+        "all_rooms": c.all_rooms,
+        "admin": c.admin,
+        "readonly": c.readonly,
+        "lead": c.lead,
+        "rooms": rooms,
+        "untrusted_content_warning": UNTRUSTED_WARNING,
+    })))
+}
+
+fn room_json(room: &crate::db::Room) -> Value {
+    json!({
+        "name": room.name,
+        "description": room.description,
+        "repo_url": room.repo_url,
+        "onboarding_notes": room.onboarding_notes,
+        "retention_days": room.retention_days,
+    })
+}
+
+/// A room's info, as `get_room_info`.
+async fn room_info(
+    State(s): State<AppState>,
+    api: Api,
+    Path(room): Path<String>,
+) -> Result<Json<Value>> {
+    let room = api
+        .run(&s, "v1:get_room_info", None, async |call| {
+            s.core.get_room_info(call, Some(&room)).await
+        })
+        .await?;
+    Ok(Json(api.untrusted(&room.name, room_json(&room))))
+}
+
+#[derive(Deserialize)]
+struct InfoBody {
+    description: Option<String>,
+    repo_url: Option<String>,
+    onboarding_notes: Option<String>,
+}
+
+/// Any writer sets a room's description, repo URL and onboarding notes.
+async fn set_room_info(
+    State(s): State<AppState>,
+    api: Api,
+    Path(room): Path<String>,
+    JsonBody(b): JsonBody<InfoBody>,
+) -> Result<Json<Value>> {
+    let info = RoomInfo {
+        description: b.description,
+        repo_url: b.repo_url,
+        onboarding_notes: b.onboarding_notes,
+    };
+    let room = api
+        .run(&s, "v1:set_room_info", None, async |call| {
+            s.core.set_room_info(call, Some(&room), info).await
+        })
+        .await?;
+    Ok(Json(api.untrusted(&room.name, room_json(&room))))
+}
+
+#[derive(Deserialize)]
+struct RetentionBody {
+    days: i64,
+}
+
+/// Room admins: keep chat, events and files `days` days; prunes at once.
+async fn set_retention(
+    State(s): State<AppState>,
+    api: Api,
+    Path(room): Path<String>,
+    JsonBody(b): JsonBody<RetentionBody>,
+) -> Result<Json<Value>> {
+    let (room, pruned) = api
+        .run(&s, "v1:set_retention", None, async |call| {
+            s.core.set_retention(call, Some(&room), b.days).await
+        })
+        .await?;
+    Ok(Json(api.reply(
+        &room.name,
+        json!({"ok": true, "retention_days": room.retention_days, "pruned": pruned}),
+    )))
+}
+
+/// Room admins: delete the room named in the path with everything in it.
+async fn delete_room(
+    State(s): State<AppState>,
+    api: Api,
+    Path(room): Path<String>,
+) -> Result<Json<Value>> {
+    api.run(&s, "v1:delete_room", None, async |call| {
+        s.core.delete_room(call, &room).await
+    })
+    .await?;
+    Ok(Json(api.reply(&room, json!({"ok": true, "deleted": room}))))
+}
+
+#[derive(Deserialize)]
+struct ListFilesParams {
+    limit: Option<i64>,
+}
+
+/// The room's files, newest first.
+async fn list_files(
+    State(s): State<AppState>,
+    api: Api,
+    Params(p): Params<ListFilesParams>,
+) -> Result<Json<Value>> {
+    let (room, files) = api
+        .run(&s, "v1:list_files", None, async |call| {
+            s.core.list_files(call, api.room(), p.limit).await
+        })
+        .await?;
+    Ok(Json(api.untrusted(
+        &room,
+        json!({"count": files.len(), "files": files}),
+    )))
+}
+
+#[derive(Deserialize)]
+struct UploadParams {
+    name: Option<String>,
+    expires_in_hours: Option<i64>,
+    mime: Option<String>,
+    task_id: Option<i64>,
+}
+
+/// Raw bytes up: `201 {ok, file_id, name, sha256, size, expires_at}`. The
+/// type comes from `?mime=`, else the request's `Content-Type` (but not the
+/// form type `curl -d` sends by default).
+async fn upload_file(
+    State(s): State<AppState>,
+    api: Api,
+    headers: HeaderMap,
+    Params(p): Params<UploadParams>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Response> {
+    let content = body.map_err(body_error)?;
+    let name = p.name.unwrap_or_default();
+    let mime = p.mime.or_else(|| {
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.starts_with("application/x-www-form-urlencoded"))
+            .map(str::to_owned)
+    });
+    let meta = api
+        .run(&s, "v1:put_file", p.task_id, async |call| {
+            s.core
+                .put_file(
+                    call,
+                    api.room(),
+                    &name,
+                    content.to_vec(),
+                    mime.as_deref(),
+                    p.expires_in_hours,
+                    p.task_id,
+                )
+                .await
+        })
+        .await?;
+    let room = api.room.clone().unwrap_or_else(|| api.caller.room.clone());
+    let body = json!({
+        "ok": true,
+        "file_id": meta.file_id,
+        "name": meta.name,
+        "sha256": meta.sha256,
+        "size": meta.size,
+        "mime": meta.mime,
+        "expires_at": meta.expires_at.map(crate::clock::fmt_ts),
+    });
+    Ok((StatusCode::CREATED, Json(api.reply(&room, body))).into_response())
+}
+
+/// Raw bytes down, with the stored type, always as an attachment and
+/// sandboxed, so a file can never run as a page of this origin.
+async fn download_file(
+    State(s): State<AppState>,
+    api: Api,
+    Path(id): Path<String>,
+) -> Result<Response> {
+    let id = parse_id("file", &id)?;
+    let (meta, bytes) = api
+        .run(&s, "v1:get_file", None, async |call| {
+            s.core.get_file(call, api.room(), id).await
+        })
+        .await?;
+    let mime = HeaderValue::from_str(&meta.mime)
+        .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
+    let headers = [
+        (header::CONTENT_TYPE, mime),
+        (header::CONTENT_DISPOSITION, content_disposition(&meta.name)),
+        (
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("default-src 'none'; sandbox"),
+        ),
+        (
+            header::HeaderName::from_static("x-chatroom-sha256"),
+            HeaderValue::from_str(&meta.sha256).unwrap_or(HeaderValue::from_static("")),
+        ),
+    ];
+    Ok((headers, bytes).into_response())
+}
+
+/// `attachment` with an ASCII fallback name and the exact name in RFC 5987
+/// form; nothing from the name can break out of the header.
+pub fn content_disposition(name: &str) -> HeaderValue {
+    let fallback: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && !matches!(c, '"' | '\\' | ';' | '%') || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut encoded = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            encoded.push(b as char);
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    HeaderValue::from_str(&format!(
+        "attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+    ))
+    .unwrap_or_else(|_| HeaderValue::from_static("attachment"))
+}
+
+/// Deletes a file (its uploader or a room admin).
+async fn delete_file(
+    State(s): State<AppState>,
+    api: Api,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let id = parse_id("file", &id)?;
+    let meta = api
+        .run(&s, "v1:delete_file", None, async |call| {
+            s.core.delete_file(call, api.room(), id).await
+        })
+        .await?;
+    let room = api.room.clone().unwrap_or_else(|| api.caller.room.clone());
+    Ok(Json(api.reply(
+        &room,
+        json!({"ok": true, "file_id": meta.file_id}),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_disposition_is_safe() {
+        let v = content_disposition("a\"b;c\r\nd/é.txt");
+        let s = v.to_str().unwrap();
+        assert!(
+            s.starts_with("attachment; filename=\"a_b_c__d/_.txt\""),
+            "{s}"
+        );
+        assert!(
+            s.ends_with("filename*=UTF-8''a%22b%3Bc%0D%0Ad%2F%C3%A9.txt"),
+            "{s}"
+        );
+    }
+}

@@ -1,0 +1,484 @@
+//! `GET /v1/stream`: a room's live feed as Server-Sent Events, for the
+//! dashboard and `chatroom watch`.
+//!
+//! Events: `ready` first (who and where, the latest ids), then `activity`
+//! (one per room event, with `by_you`/`mentions_you`), `chat` (one per
+//! message), `board` (open tasks, and the latest closed ones, at connect and
+//! after a board change) and `files` (the file list at connect and after a
+//! file change). `after=all|now|N` picks where the `activity` replay starts,
+//! `after_msg=N` where the `chat` replay does; `tail=N` (with `after=all`)
+//! replays only the last N of each. Replays come from the database, then the
+//! stream follows the in-process event bus (a lagging stream re-reads from
+//! the database). A keep-alive comment goes out every 15 s. Streams never
+//! move cursors, and all of them end when the server shuts down.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::db::{Event, EventFilter, TaskQuery};
+use crate::domain::board::Status;
+use crate::domain::{Call, Core};
+use crate::error::{Error, Result};
+use crate::mcp::UNTRUSTED_WARNING;
+use crate::server::AppState;
+
+use super::digest;
+use super::rest::{Api, Params};
+
+/// How often an idle stream sends a comment, so proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Events read from the database per page while replaying.
+const PAGE: i64 = 500;
+/// The most `tail=` may ask for.
+const MAX_TAIL: i64 = 1000;
+/// How many closed tasks a `board` event carries besides the open ones.
+const CLOSED_SHOWN: i64 = 30;
+/// How often an open stream checks that its token still stands (a revoked
+/// token's streams end within this time).
+const RECHECK: Duration = Duration::from_secs(30);
+
+#[derive(Deserialize)]
+pub struct StreamParams {
+    after: Option<String>,
+    after_msg: Option<i64>,
+    tail: Option<i64>,
+}
+
+/// Where the `activity` replay starts.
+#[derive(Debug, Clone, Copy)]
+enum After {
+    All,
+    Now,
+    Id(i64),
+}
+
+fn parse_after(v: Option<&str>) -> Result<After> {
+    match v.map(str::trim) {
+        None | Some("") | Some("now") => Ok(After::Now),
+        Some("all") => Ok(After::All),
+        Some(n) => n.parse::<i64>().map(|n| After::Id(n.max(0))).map_err(|_| {
+            Error::invalid(format!(
+                "after must be all, now or an event id, not {:?}",
+                crate::domain::names::truncate_for_message(n)
+            ))
+        }),
+    }
+}
+
+/// `GET /v1/stream`.
+pub async fn stream(
+    State(s): State<AppState>,
+    api: Api,
+    headers: http::HeaderMap,
+    Params(p): Params<StreamParams>,
+) -> Result<Response> {
+    // Only the hash is kept, to re-check the token while the stream is open.
+    let token_hash = crate::server::bearer(&headers)
+        .map(crate::auth::token::hash)
+        .unwrap_or_default();
+    let after = parse_after(p.after.as_deref())?;
+    let tail = p.tail.map(|t| t.clamp(1, MAX_TAIL));
+    // Subscribe before anything is read, so an event landing in between is
+    // seen at least once (the replay floor drops doubles).
+    let bus = s.core.bus.subscribe();
+    let room = api
+        .run(&s, "v1:stream", None, async |call| {
+            s.core.room(call, api.room()).await
+        })
+        .await?
+        .name;
+    let (tx, rx) = mpsc::channel(256);
+    let feed = Feed {
+        core: s.core.clone(),
+        call: Call::new(api.caller.clone(), "v1:stream"),
+        token_hash,
+        room,
+        bus,
+        tx,
+        floor: 0,
+        delivered: 0,
+        chat_floor: None,
+        board_dirty: false,
+        files_dirty: false,
+    };
+    tokio::spawn(feed.run(after, p.after_msg, tail));
+    let events = ReceiverStream::new(rx)
+        .map(Ok::<_, Infallible>)
+        .take_until(s.core.shutdown.clone().cancelled_owned());
+    let mut response = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response();
+    // Tell buffering proxies (nginx) to pass events through at once.
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", http::HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// Why a feed stops early.
+enum Stop {
+    /// The client went away.
+    Gone,
+    /// A failure to report to the client before the stream ends.
+    Fail(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Stop {
+        Stop::Fail(e)
+    }
+}
+
+type Step<T = ()> = std::result::Result<T, Stop>;
+
+/// One stream's producer: replays, then follows the bus.
+struct Feed {
+    core: Core,
+    call: Call,
+    /// SHA-256 of the stream's token, to notice a revocation.
+    token_hash: String,
+    room: String,
+    bus: broadcast::Receiver<std::sync::Arc<Event>>,
+    tx: mpsc::Sender<SseEvent>,
+    /// Events up to this id came from a database replay; the bus may bring
+    /// them again and they are dropped there.
+    floor: i64,
+    /// The highest event id sent, where a lagging stream re-reads from.
+    delivered: i64,
+    /// Message events up to this id add no `chat` (it went out from the
+    /// messages table already); `None` while no event may add one.
+    chat_floor: Option<i64>,
+    board_dirty: bool,
+    files_dirty: bool,
+}
+
+impl Feed {
+    async fn run(mut self, after: After, after_msg: Option<i64>, tail: Option<i64>) {
+        let shutdown = self.core.shutdown.clone();
+        let outcome = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            outcome = self.serve(after, after_msg, tail) => outcome,
+        };
+        if let Err(Stop::Fail(e)) = outcome {
+            // Tell the client why the stream ends (e.g. the room was deleted).
+            e.log_if_internal();
+            let _ = self
+                .tx
+                .send(
+                    SseEvent::default()
+                        .event("error")
+                        .data(e.body().to_string()),
+                )
+                .await;
+        }
+    }
+
+    async fn serve(&mut self, after: After, after_msg: Option<i64>, tail: Option<i64>) -> Step {
+        let latest_event = self.core.store.latest_event_id(&self.room).await?;
+        let latest_msg = self.core.store.latest_message_id(&self.room).await?;
+        self.send(
+            "ready",
+            None,
+            json!({
+                "room": self.room,
+                "you_are": self.call.agent,
+                "latest_event_id": latest_event,
+                "latest_message_id": latest_msg,
+                "untrusted_content_warning": UNTRUSTED_WARNING,
+            }),
+        )
+        .await?;
+        // Where each replay starts. With a message start, chat is replayed
+        // from the messages table; without, it follows the replayed events.
+        let (since, chat_since) = match (after, tail) {
+            (After::Now, _) => (latest_event, Some(after_msg.unwrap_or(latest_msg))),
+            (After::All, Some(n)) => {
+                let since = self.tail_start(Kind::Events, latest_event, n).await?;
+                let chat = match after_msg {
+                    Some(m) => m,
+                    None => self.tail_start(Kind::Messages, latest_msg, n).await?,
+                };
+                (since, Some(chat))
+            }
+            (After::All, None) => (0, after_msg),
+            (After::Id(n), _) => (n, after_msg),
+        };
+        self.floor = since;
+        self.delivered = since;
+        match chat_since {
+            Some(m) => {
+                self.chat_floor = None;
+                self.replay_events(since).await?;
+                self.replay_messages(m).await?;
+            }
+            None => {
+                self.chat_floor = Some(0);
+                self.replay_events(since).await?;
+            }
+        }
+        self.board_dirty = true;
+        self.files_dirty = true;
+        self.flush_snapshots().await?;
+        let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
+        loop {
+            let received = tokio::select! {
+                _ = self.tx.closed() => return Err(Stop::Gone),
+                _ = recheck.tick() => {
+                    self.recheck_token().await?;
+                    continue;
+                }
+                r = self.bus.recv() => r,
+            };
+            match received {
+                Ok(e) => self.live(&e).await?,
+                Err(RecvError::Lagged(missed)) => self.recover(missed).await?,
+                Err(RecvError::Closed) => return Err(Stop::Gone),
+            }
+            // Take whatever else is waiting before sending snapshots, so a
+            // burst of board changes costs one `board` event.
+            for _ in 0..256 {
+                match self.bus.try_recv() {
+                    Ok(e) => self.live(&e).await?,
+                    Err(TryRecvError::Lagged(missed)) => self.recover(missed).await?,
+                    Err(_) => break,
+                }
+            }
+            self.flush_snapshots().await?;
+        }
+    }
+
+    /// Ends the stream once its token is revoked.
+    async fn recheck_token(&self) -> Step {
+        let valid = self
+            .core
+            .store
+            .token_by_hash(&self.token_hash)
+            .await?
+            .is_some_and(|t| t.revoked_ts.is_none());
+        if valid {
+            Ok(())
+        } else {
+            Err(Stop::Fail(Error::Unauthorized(
+                "this token was revoked; the stream ends".into(),
+            )))
+        }
+    }
+
+    /// The bus dropped events for this slow stream: re-read them.
+    async fn recover(&mut self, missed: u64) -> Step {
+        tracing::debug!(missed, room = %self.room, "a stream lagged; re-reading from the database");
+        let from = self.delivered;
+        self.replay_events(from).await
+    }
+
+    /// An event from the bus.
+    async fn live(&mut self, e: &Event) -> Step {
+        if e.room != self.room || e.id <= self.floor {
+            return Ok(());
+        }
+        self.deliver(e).await
+    }
+
+    /// Sends `activity` (and `chat` for a message) and notes what changed.
+    async fn deliver(&mut self, e: &Event) -> Step {
+        self.delivered = self.delivered.max(e.id);
+        self.send("activity", Some(e.id), digest::flagged(e, &self.call.agent))
+            .await?;
+        match e.kind.as_str() {
+            "message" => {
+                if let (Some(id), Some(floor)) = (e.message_id, self.chat_floor)
+                    && id > floor
+                {
+                    let chat = json!({
+                        "id": id,
+                        "ts": crate::clock::fmt_ts(e.ts),
+                        "author": e.actor,
+                        "body": e.detail["body"],
+                        "reply_to": e.detail["reply_to"],
+                        "mentions_you": digest::mentions(e, &self.call.agent),
+                    });
+                    self.send("chat", None, chat).await?;
+                }
+            }
+            "file_added" | "file_deleted" | "retention_set" => self.files_dirty = true,
+            k if k.starts_with("task_") || k == "note_added" => self.board_dirty = true,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Replays the room's events after `since` from the database.
+    async fn replay_events(&mut self, since: i64) -> Step {
+        let mut since = since;
+        loop {
+            let filter = EventFilter {
+                since_id: since,
+                limit: PAGE,
+                kind: None,
+                task_id: None,
+            };
+            let page = self.core.store.read_events(&self.room, &filter).await?;
+            for e in &page {
+                self.deliver(e).await?;
+                since = e.id;
+            }
+            if (page.len() as i64) < PAGE {
+                self.floor = self.floor.max(self.delivered);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Replays the room's messages after `since` as `chat`.
+    async fn replay_messages(&mut self, since: i64) -> Step {
+        let mut since = since;
+        loop {
+            let page = self
+                .core
+                .store
+                .read_messages(&self.room, since, PAGE)
+                .await?;
+            for m in &page {
+                let mut v = json!(m);
+                v["mentions_you"] = json!(crate::domain::chat::mentions_agent(
+                    &m.body,
+                    &self.call.agent
+                ));
+                self.send("chat", None, v).await?;
+                since = m.id;
+            }
+            if (page.len() as i64) < PAGE {
+                self.chat_floor = Some(since);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sends `board` and `files` if something changed them.
+    async fn flush_snapshots(&mut self) -> Step {
+        if std::mem::take(&mut self.board_dirty) {
+            let board = self.board().await?;
+            self.send("board", None, board).await?;
+        }
+        if std::mem::take(&mut self.files_dirty) {
+            let (_, files) = self
+                .core
+                .list_files(&self.call, Some(&self.room), Some(200))
+                .await?;
+            let body = json!({"room": self.room, "count": files.len(), "files": files});
+            self.send("files", None, body).await?;
+        }
+        Ok(())
+    }
+
+    /// Open tasks (through the domain, so lapsed leases are applied), and
+    /// the latest closed ones.
+    async fn board(&self) -> Result<Value> {
+        let (_, tasks) = self
+            .core
+            .list_tasks(
+                &self.call,
+                Some(&self.room),
+                Some("open"),
+                None,
+                Some(200),
+                None,
+            )
+            .await?;
+        let closed = self
+            .core
+            .store
+            .list_tasks(
+                &self.room,
+                &TaskQuery {
+                    statuses: vec![Status::Done, Status::Cancelled],
+                    assignee: None,
+                    limit: CLOSED_SHOWN,
+                    before_id: None,
+                },
+            )
+            .await?;
+        Ok(json!({"room": self.room, "count": tasks.len(), "tasks": tasks, "closed": closed}))
+    }
+
+    async fn send(&self, name: &str, id: Option<i64>, data: Value) -> Step {
+        let mut event = SseEvent::default().event(name).data(data.to_string());
+        if let Some(id) = id {
+            event = event.id(id.to_string());
+        }
+        self.tx.send(event).await.map_err(|_| Stop::Gone)
+    }
+
+    /// The id after which the last `n` events (or messages) of the room lie.
+    /// Ids are shared by all rooms, so the window is widened until it holds
+    /// `n` of this room's, or reaches the start.
+    async fn tail_start(&self, kind: Kind, latest: i64, n: i64) -> Result<i64> {
+        let mut span = n.max(1);
+        loop {
+            let start = (latest - span).max(0);
+            let mut ids = std::collections::VecDeque::new();
+            let mut since = start;
+            loop {
+                let page: Vec<i64> = match kind {
+                    Kind::Events => {
+                        let filter = EventFilter {
+                            since_id: since,
+                            limit: PAGE,
+                            kind: None,
+                            task_id: None,
+                        };
+                        let page = self.core.store.read_events(&self.room, &filter).await?;
+                        page.iter().map(|e| e.id).collect()
+                    }
+                    Kind::Messages => {
+                        let page = self
+                            .core
+                            .store
+                            .read_messages(&self.room, since, PAGE)
+                            .await?;
+                        page.iter().map(|m| m.id).collect()
+                    }
+                };
+                let full = page.len() as i64 == PAGE;
+                for id in page {
+                    since = id;
+                    ids.push_back(id);
+                    // Keep one more than `n`: its id is where the tail starts.
+                    if ids.len() as i64 > n + 1 {
+                        ids.pop_front();
+                    }
+                }
+                if !full {
+                    break;
+                }
+            }
+            if ids.len() as i64 > n {
+                return Ok(ids[0]);
+            }
+            if start == 0 {
+                return Ok(0);
+            }
+            if ids.len() as i64 == n {
+                // Exactly n in the window: the tail starts at the window's start.
+                return Ok(start);
+            }
+            span = span.saturating_mul(4);
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Events,
+    Messages,
+}
