@@ -907,7 +907,8 @@ async fn state_shows_posture_and_counts() {
             user: Some("mqtt-user-name".into()),
             pass: Some("hunter2-secret".into()),
             prefix: "home/chat".into(),
-            tls: true,
+            // TLS only where the build has it; the posture must say which.
+            tls: chatroom::mqtt::TLS_BUILT_IN,
             ha_discovery: false,
         });
     })
@@ -947,7 +948,7 @@ async fn state_shows_posture_and_counts() {
             Some("broker.lan"),
             Some(8883),
             Some("home/chat"),
-            Some(true)
+            Some(chatroom::mqtt::TLS_BUILT_IN)
         )
     );
     assert_eq!(m["connected"], false);
