@@ -4,9 +4,9 @@
 mod admin;
 mod bench;
 mod export;
-mod worker;
 mod hook;
 mod watch;
+mod worker;
 
 use std::process::ExitCode;
 
