@@ -52,6 +52,7 @@ impl PgDatabase {
                 .unwrap()
                 .subsec_nanos()
         );
+        sweep_databases(server).await;
         pg_admin(server, &format!("CREATE DATABASE {name}")).await;
         PgDatabase {
             url: with_database(server, &name),
@@ -81,6 +82,28 @@ impl Drop for PgDatabase {
             }
         })
         .join();
+    }
+}
+
+/// Drops the test databases left by test processes that are gone (a test
+/// that stops its server and then reads its store keeps the database past
+/// `stop`; its process ending is the database's end).
+async fn sweep_databases(server: &str) {
+    let Ok(mut conn) = <sqlx::PgConnection as sqlx::Connection>::connect(server).await else {
+        return;
+    };
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT datname::text FROM pg_database WHERE datname LIKE 'chatroom_test_%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap_or_default();
+    for name in names {
+        let pid = name.split('_').nth(2).unwrap_or("");
+        if !pid.is_empty() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+            let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+        }
     }
 }
 
@@ -130,6 +153,34 @@ impl TestServer {
 
     /// Starts with the test defaults (no rate limit), adjusted by `tweak`.
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestServer {
+        let pg = match pg_server() {
+            Some(server) => Some(PgDatabase::create(&server).await),
+            None => None,
+        };
+        TestServer::launch(pg.as_ref().map(|d| d.url.clone()), pg, tweak).await
+    }
+
+    /// A server on a fresh SQLite file, whatever the environment says.
+    pub async fn start_sqlite() -> TestServer {
+        TestServer::launch(None, None, |_| {}).await
+    }
+
+    /// A server on an existing PostgreSQL database (left in place after it).
+    pub async fn on_database(url: &str) -> TestServer {
+        TestServer::launch(Some(url.to_owned()), None, |_| {}).await
+    }
+
+    /// Another replica serving the same PostgreSQL database as this one.
+    pub async fn replica(&self) -> TestServer {
+        assert!(self.on_postgres(), "replicas share a PostgreSQL database");
+        TestServer::on_database(&self.db_url).await
+    }
+
+    async fn launch(
+        database_url: Option<String>,
+        pg: Option<PgDatabase>,
+        tweak: impl FnOnce(&mut Config),
+    ) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let db_path = dir
             .path()
@@ -139,11 +190,7 @@ impl TestServer {
         let mut config = Config::for_tests(&db_path);
         config.rate_limit_per_minute = 0;
         config.auth_fail_limit = 0;
-        let pg = match pg_server() {
-            Some(server) => Some(PgDatabase::create(&server).await),
-            None => None,
-        };
-        config.database_url = pg.as_ref().map(|d| d.url.clone());
+        config.database_url = database_url;
         tweak(&mut config);
         let db_url = config.database();
         let store = db::open(&db_url).await.expect("open db");
@@ -234,8 +281,22 @@ impl TestServer {
         McpClient::new(&self.url, token)
     }
 
-    /// Stops the server and waits for it to drain.
+    /// Stops the server and waits for it to drain. A PostgreSQL database
+    /// stays (the test may still read `store`); a later test run drops it
+    /// once this process is gone.
     pub async fn stop(mut self) {
+        self.halt().await;
+    }
+
+    /// Stops the server and hands over its folder (and so its SQLite file),
+    /// which would otherwise go with it.
+    pub async fn stop_keeping_files(mut self) -> tempfile::TempDir {
+        self.halt().await;
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
+    }
+
+    async fn halt(&mut self) {
+        std::mem::forget(self.pg.take());
         self.shutdown.cancel();
         if let Some(h) = self.handle.take() {
             h.await.expect("server task").expect("server result");
