@@ -97,9 +97,13 @@ async fn claims_across_replicas_have_one_winner() {
         .as_i64()
         .unwrap();
     let mut clients = Vec::new();
-    for i in 0..50 {
+    for i in 0..50u32 {
         let token = a.token(&format!("agent{i}"), "race").await;
-        clients.push(if i % 2 == 0 { a.mcp(&token) } else { b.mcp(&token) });
+        clients.push(if i.is_multiple_of(2) {
+            a.mcp(&token)
+        } else {
+            b.mcp(&token)
+        });
     }
     let results = join_all(
         clients
@@ -184,9 +188,15 @@ async fn wait_on_one_replica_wakes_on_a_post_through_the_other() {
         r["hint"].as_str().unwrap().contains("message by alice"),
         "{r}"
     );
-    assert!(waited < Duration::from_secs(20), "woke by the event, not the timeout");
+    assert!(
+        waited < Duration::from_secs(20),
+        "woke by the event, not the timeout"
+    );
     let news = bob.call("whats_new", json!({})).await;
-    assert_eq!(news["events"][0]["message_id"], posted["message_id"], "{news}");
+    assert_eq!(
+        news["events"][0]["message_id"], posted["message_id"],
+        "{news}"
+    );
 }
 
 /// A replica's bus receives the events committed through the other replica,
@@ -237,9 +247,13 @@ async fn cursor_reader_sees_every_event_once_under_concurrent_writers() {
     );
     reader.call("whats_new", json!({})).await;
     let mut writers = Vec::new();
-    for w in 0..8 {
+    for w in 0..8u32 {
         let token = a.token(&format!("writer{w}"), "busy").await;
-        writers.push(if w % 2 == 0 { a.mcp(&token) } else { b.mcp(&token) });
+        writers.push(if w.is_multiple_of(2) {
+            a.mcp(&token)
+        } else {
+            b.mcp(&token)
+        });
     }
     const PER_WRITER: usize = 25;
     let total = writers.len() * PER_WRITER;
@@ -252,7 +266,11 @@ async fn cursor_reader_sees_every_event_once_under_concurrent_writers() {
             loop {
                 let finished = done.is_cancelled();
                 // Alternate replicas: the cursor lives in the database.
-                let via = if turn % 2 == 0 { &reader } else { &b_reader };
+                let via = if turn.is_multiple_of(2) {
+                    &reader
+                } else {
+                    &b_reader
+                };
                 turn += 1;
                 let page = via.call("whats_new", json!({"limit": 200})).await;
                 let events = page["events"].as_array().unwrap().clone();
@@ -275,7 +293,10 @@ async fn cursor_reader_sees_every_event_once_under_concurrent_writers() {
         .await
         .expect("the reader caught up")
         .unwrap();
-    assert!(seen.windows(2).all(|w| w[0] < w[1]), "in id order, no repeats");
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "in id order, no repeats"
+    );
     let all = a
         .mcp(&reader.token)
         .call("read_events", json!({"limit": 500}))
@@ -343,9 +364,8 @@ async fn relay_reconnects_and_catches_up() {
     // And a parked wait on the other replica still wakes.
     let bob = a.mcp(&a.token("bob", "lobby").await);
     bob.call("whats_new", json!({})).await;
-    let parked = tokio::spawn(async move {
-        bob.call("wait_for_change", json!({"timeout_s": 30})).await
-    });
+    let parked =
+        tokio::spawn(async move { bob.call("wait_for_change", json!({"timeout_s": 30})).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     alice.call("post_message", json!({"body": "after"})).await;
     let r = tokio::time::timeout(Duration::from_secs(20), parked)
@@ -468,13 +488,22 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
         })
         .await
         .unwrap();
-    alice.call("post_message", json!({"body": "unread by lead"})).await;
+    alice
+        .call("post_message", json!({"body": "unread by lead"}))
+        .await;
     let before = answers(&lead, task, file).await;
     let before_alice = answers(&alice, task, file).await;
     let lead_cursor = src.store.cursor("lobby", "lead").await.unwrap();
     let unread: Vec<Value> = src
         .store
-        .read_events("lobby", &db::EventFilter { since_id: lead_cursor, limit: 100, ..Default::default() })
+        .read_events(
+            "lobby",
+            &db::EventFilter {
+                since_id: lead_cursor,
+                limit: 100,
+                ..Default::default()
+            },
+        )
         .await
         .unwrap()
         .iter()
@@ -504,8 +533,8 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
         assert_eq!(n, m, "{}", table.name);
         assert!(n > 0, "the fixture fills {}", table.name);
         assert!(
-            out.lines()
-                .any(|l| l.split_whitespace().collect::<Vec<_>>() == [table.name, &n.to_string(), &n.to_string()]),
+            out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == [table.name, &n.to_string(), &n.to_string()]),
             "{} counted in: {out}",
             table.name
         );
@@ -527,9 +556,14 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
     assert_eq!(news, unread);
     // New ids come after the copied ones.
     let old_max = src_store.id_high_water("events").await.unwrap();
-    let posted = alice2.call("post_message", json!({"body": "on postgres now"})).await;
+    let posted = alice2
+        .call("post_message", json!({"body": "on postgres now"}))
+        .await;
     let news = lead2.call("whats_new", json!({})).await;
-    assert!(news["events"][0]["id"].as_i64().unwrap() > old_max, "{news}");
+    assert!(
+        news["events"][0]["id"].as_i64().unwrap() > old_max,
+        "{news}"
+    );
     assert_eq!(news["events"][0]["message_id"], posted["message_id"]);
     // A target that holds anything is refused.
     let (code, _, err) = run_cli(

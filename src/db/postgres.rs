@@ -20,9 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine;
 use serde_json::{Map, Value, json};
-use sqlx::postgres::{
-    PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions, PgRow,
-};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 use tokio_util::sync::CancellationToken;
 
@@ -215,13 +213,11 @@ async fn fill_deps(conn: &mut PgConnection, tasks: &mut [Task]) -> Result<()> {
 }
 
 async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Option<Task>> {
-    let row = sqlx::query(task_sql(
-        "SELECT {} FROM tasks WHERE id = $1 AND room = $2",
-    ))
-    .bind(id)
-    .bind(room)
-    .fetch_optional(&mut *conn)
-    .await?;
+    let row = sqlx::query(task_sql("SELECT {} FROM tasks WHERE id = $1 AND room = $2"))
+        .bind(id)
+        .bind(room)
+        .fetch_optional(&mut *conn)
+        .await?;
     let Some(row) = row else { return Ok(None) };
     let mut tasks = [task_from_row(&row)?];
     fill_deps(conn, &mut tasks).await?;
@@ -664,7 +660,9 @@ impl Store for PostgresStore {
         // One statement, rows in key order: replicas flushing at the same
         // time lock the rows in the same order and never deadlock.
         let mut rows: Vec<&(String, String, i64)> = seen.iter().collect();
-        rows.sort_by(|a, b| (&a.0, &a.1, std::cmp::Reverse(a.2)).cmp(&(&b.0, &b.1, std::cmp::Reverse(b.2))));
+        rows.sort_by(|a, b| {
+            (&a.0, &a.1, std::cmp::Reverse(a.2)).cmp(&(&b.0, &b.1, std::cmp::Reverse(b.2)))
+        });
         rows.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
         let rooms: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
         let agents: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
@@ -1479,7 +1477,9 @@ impl Store for PostgresStore {
                         v.as_str()
                             .map(|s| base64::engine::general_purpose::STANDARD.decode(s))
                             .transpose()
-                            .map_err(|e| Error::invalid(format!("bad bytes in {table}.{c}: {e}")))?,
+                            .map_err(|e| {
+                                Error::invalid(format!("bad bytes in {table}.{c}: {e}"))
+                            })?,
                     ),
                 };
             }

@@ -1427,7 +1427,9 @@ impl Store for SqliteStore {
                         v.as_str()
                             .map(|s| base64::engine::general_purpose::STANDARD.decode(s))
                             .transpose()
-                            .map_err(|e| Error::invalid(format!("bad bytes in {table}.{c}: {e}")))?,
+                            .map_err(|e| {
+                                Error::invalid(format!("bad bytes in {table}.{c}: {e}"))
+                            })?,
                     ),
                 };
             }

@@ -156,7 +156,11 @@ mod tests {
         bus.start_relay([("r".to_string(), 10)]);
         bus.publish([event("r", 5)]);
         bus.publish([event("r", 12)]);
-        bus.publish_relayed("r", vec![event("r", 11), event("r", 12), event("r", 13)], 13);
+        bus.publish_relayed(
+            "r",
+            vec![event("r", 11), event("r", 12), event("r", 13)],
+            13,
+        );
         bus.publish([event("r", 13)]);
         bus.publish_relayed("s", vec![event("s", 1)], 1);
         bus.publish([event("s", 1)]);

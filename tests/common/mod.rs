@@ -75,8 +75,12 @@ impl Drop for PgDatabase {
                 .build()
             {
                 rt.block_on(async move {
-                    if let Ok(mut conn) = <sqlx::PgConnection as sqlx::Connection>::connect(&server).await {
-                        let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                    if let Ok(mut conn) =
+                        <sqlx::PgConnection as sqlx::Connection>::connect(&server).await
+                    {
+                        let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
+                            .execute(&mut conn)
+                            .await;
                     }
                 });
             }
@@ -102,7 +106,9 @@ async fn sweep_databases(server: &str) {
         let pid = name.split('_').nth(2).unwrap_or("");
         if !pid.is_empty() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-            let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+            let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await;
         }
     }
 }
