@@ -363,6 +363,9 @@ async fn relay_reconnects_and_catches_up() {
     alice.call("post_message", json!({"body": "before"})).await;
     let first = observer.next("lobby", 1).await;
     let admin = sqlx::PgPool::connect(&a.db_url).await.unwrap();
+    // Replicas A and B and the observer each listen (a bounded poll: A
+    // may still be starting).
+    relay_connections_reach(&admin, 3).await;
     let killed: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE application_name = $1 AND datname = current_database()",
@@ -371,8 +374,7 @@ async fn relay_reconnects_and_catches_up() {
     .fetch_all(&admin)
     .await
     .unwrap();
-    assert!(killed.len() >= 3, "every replica's listener: {killed:?}");
-    assert!(killed.iter().all(|k| *k));
+    assert!(killed.len() >= 3 && killed.iter().all(|k| *k), "{killed:?}");
     // Written at once, while the listeners are reconnecting.
     let mut posted = Vec::new();
     for i in 0..10 {
@@ -385,23 +387,8 @@ async fn relay_reconnects_and_catches_up() {
     let messages: Vec<i64> = got.iter().filter_map(|e| e.message_id).collect();
     assert_eq!(messages, posted, "every event, once, in order");
     assert!(got[0].id > first[0].id);
-    // The listeners are back: a bounded poll for the new connections.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1 \
-             AND datname = current_database()",
-        )
-        .bind(chatroom::db::postgres::RELAY_APPLICATION)
-        .fetch_one(&admin)
-        .await
-        .unwrap();
-        if n >= 3 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "listeners reconnected ({n})");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The listeners are back.
+    relay_connections_reach(&admin, 3).await;
     // And a parked wait on the other replica still wakes.
     let bob = a.mcp(&a.token("bob", "lobby").await);
     bob.call("whats_new", json!({})).await;
@@ -415,6 +402,26 @@ async fn relay_reconnects_and_catches_up() {
         .unwrap();
     assert_eq!(r["changed"], true);
     admin.close().await;
+}
+
+/// Waits (bounded) until `n` relay listening connections are open.
+async fn relay_connections_reach(admin: &sqlx::PgPool, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let open: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1 \
+             AND datname = current_database()",
+        )
+        .bind(chatroom::db::postgres::RELAY_APPLICATION)
+        .fetch_one(admin)
+        .await
+        .unwrap();
+        if open >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{open} of {n} relay connections");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// What the instance answers, through MCP, for the comparison of a copy.

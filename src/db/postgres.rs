@@ -76,15 +76,17 @@ impl PostgresStore {
             .await?;
         Ok(tx)
     }
+}
 
-    /// The latest event id of every room that has events.
-    async fn latest_per_room(&self) -> Result<Vec<(String, i64)>> {
-        Ok(
-            sqlx::query_as("SELECT room, MAX(id) FROM events GROUP BY room")
-                .fetch_all(&self.pool)
-                .await?,
-        )
-    }
+/// The latest event id of every room that has events (one index lookup per room).
+async fn latest_per_room(pool: &PgPool) -> Result<Vec<(String, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT r.name, l.id FROM rooms r \
+         CROSS JOIN LATERAL (SELECT MAX(e.id) AS id FROM events e WHERE e.room = r.name) l \
+         WHERE l.id IS NOT NULL",
+    )
+    .fetch_all(pool)
+    .await?)
 }
 
 fn room_from_row(r: &PgRow) -> Room {
@@ -1392,7 +1394,7 @@ impl Store for PostgresStore {
         // Listen first, then note where each room stands: an event committed
         // in between is announced, none is lost.
         let listener = relay.listen().await?;
-        relay.bus.start_relay(self.latest_per_room().await?);
+        relay.bus.start_relay(latest_per_room(&self.pool).await?);
         tokio::spawn(relay.run(listener, shutdown));
         Ok(())
     }
@@ -1620,11 +1622,7 @@ impl Relay {
 
     /// After a reconnection: relays every room that moved on meanwhile.
     async fn catch_up(&self) -> Result<()> {
-        let latest: Vec<(String, i64)> =
-            sqlx::query_as("SELECT room, MAX(id) FROM events GROUP BY room")
-                .fetch_all(&self.pool)
-                .await?;
-        for (room, id) in latest {
+        for (room, id) in latest_per_room(&self.pool).await? {
             self.relay_room(&room, id).await?;
         }
         Ok(())
