@@ -152,6 +152,28 @@ async fn a_claim_on_one_replica_holds_on_the_other() {
     assert!(second["reason"].as_str().unwrap().contains("alice"));
 }
 
+/// A token revoked through one replica's database handle is refused by
+/// every replica on its next call (tokens are looked up per request).
+#[tokio::test]
+async fn revocation_takes_effect_on_every_replica_at_once() {
+    let (a, b) = two_replicas().await;
+    let alice = a.agent("alice", "lobby").await;
+    let bob = a.agent("bob", "lobby").await;
+    for replica in [&a, &b] {
+        replica.mcp(&alice.token).call("whoami", json!({})).await;
+    }
+    let (code, _, err) = run_cli(&["admin", "revoke", "--agent", "alice"], &a.cli_env()).await;
+    assert_eq!(code, 0, "{err}");
+    for replica in [&a, &b] {
+        let (status, _) = replica
+            .mcp(&alice.token)
+            .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .await;
+        assert_eq!(status, 401);
+        replica.mcp(&bob.token).call("whoami", json!({})).await;
+    }
+}
+
 /// `wait_for_change` parked on replica A wakes when an agent posts through
 /// replica B, well before its timeout.
 #[tokio::test]
