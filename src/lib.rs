@@ -8,7 +8,7 @@
 //! - [`config`]: every setting, read from the environment and validated together.
 //! - [`error`]: the one error type and how it becomes an answer.
 //! - [`server`]: `launch(config, listener, shutdown)`, the routes and their guards.
-//! - [`db`]: the [`db::Store`] trait and its SQLite backend.
+//! - [`db`]: the [`db::Store`] trait, its SQLite and PostgreSQL backends.
 //! - [`domain`]: the rules (rooms, tokens, chat, board, files, events), once.
 //! - [`auth`]: tokens, the Host allowlist, the failed-auth throttle, rate limits.
 //! - [`mcp`]: the MCP tools over rmcp's stateless streamable HTTP.

@@ -116,6 +116,17 @@ pub async fn launch(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (state, audit_rx) = state(config, shutdown.clone()).await?;
+    // Events committed by other replicas of the same database reach this
+    // one's bus (no-op on SQLite, which one process serves).
+    state
+        .core
+        .store
+        .start_relay(state.core.bus.clone(), shutdown.clone())
+        .await
+        .map_err(|e| match e {
+            crate::error::Error::Internal(cause) => cause.context("cannot start the event relay"),
+            other => anyhow::anyhow!("cannot start the event relay: {other}"),
+        })?;
     let bridge = match &state.config.mqtt {
         Some(mqtt) => Some(crate::mqtt::spawn(
             mqtt.clone(),

@@ -1,5 +1,6 @@
 //! The admin command line, run as the real binary against a real database
-//! file, also while a server runs on it.
+//! (the test server's: SQLite, or PostgreSQL with `CHATROOM_TEST_PG_URL`),
+//! also while a server runs on it.
 
 mod common;
 
@@ -8,16 +9,12 @@ use std::collections::HashMap;
 use common::{TestServer, run_cli};
 use serde_json::{Value, json};
 
-fn env_for(db: &str) -> HashMap<&'static str, String> {
-    HashMap::from([("CHATROOM_DB", db.to_owned())])
-}
-
 /// `add-token` prints the token alone on a line; `--json` prints one object
 /// with `token`, `agent`, `room`; both tokens work on a running server.
 #[tokio::test]
 async fn add_token_prints_a_working_token() {
     let s = TestServer::start().await;
-    let env = env_for(&s.db_path);
+    let env = s.cli_env();
     let (code, out, err) =
         run_cli(&["admin", "add-room", "lobby", "--description", "hi"], &env).await;
     assert_eq!(code, 0, "{err}");
@@ -66,8 +63,8 @@ async fn add_token_prints_a_working_token() {
 /// one-line reason and a non-zero exit.
 #[tokio::test]
 async fn add_token_refuses_unknown_rooms() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = env_for(&dir.path().join("c.db").to_string_lossy());
+    let s = TestServer::start().await;
+    let env = s.cli_env();
     let (code, out, err) = run_cli(
         &["admin", "add-token", "--agent", "a", "--room", "nowhere"],
         &env,
@@ -92,7 +89,7 @@ async fn add_token_refuses_unknown_rooms() {
 #[tokio::test]
 async fn list_tokens_hides_secrets_and_revoke_is_immediate() {
     let s = TestServer::start().await;
-    let env = env_for(&s.db_path);
+    let env = s.cli_env();
     run_cli(&["admin", "add-room", "lobby"], &env).await;
     let (_, out, _) = run_cli(
         &["admin", "add-token", "--agent", "alice", "--room", "lobby"],
@@ -138,7 +135,7 @@ async fn list_tokens_hides_secrets_and_revoke_is_immediate() {
 #[tokio::test]
 async fn delete_room_needs_yes() {
     let s = TestServer::start().await;
-    let env = env_for(&s.db_path);
+    let env = s.cli_env();
     let alice = s.agent("alice", "lobby").await;
     alice
         .call("post_message", json!({"body": "keep me?"}))
@@ -158,7 +155,7 @@ async fn delete_room_needs_yes() {
 #[tokio::test]
 async fn room_commands() {
     let s = TestServer::start().await;
-    let env = env_for(&s.db_path);
+    let env = s.cli_env();
     run_cli(&["admin", "add-room", "lobby"], &env).await;
     let (code, out, _) = run_cli(
         &[

@@ -113,14 +113,11 @@ async fn expired_files_vanish() {
     assert!(put["expires_at"].is_string());
     a.call("get_file", json!({"file_id": put["file_id"]})).await;
     // Let the hour pass: move the expiry into the past in the database.
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", s.db_path))
-        .await
-        .unwrap();
-    sqlx::query("UPDATE files SET expires_ts = 1 WHERE id = $1")
-        .bind(put["file_id"].as_i64().unwrap())
-        .execute(&pool)
-        .await
-        .unwrap();
+    s.exec_sql(
+        "UPDATE files SET expires_ts = 1 WHERE id = $1",
+        put["file_id"].as_i64().unwrap(),
+    )
+    .await;
     assert_eq!(
         a.refused("get_file", json!({"file_id": put["file_id"]}))
             .await,

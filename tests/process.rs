@@ -1,5 +1,8 @@
 //! The real binary as an operator runs it: configuration errors, logs
 //! without secrets, clean shutdown on signals with long-polls parked.
+//! SQLite only, by design: it runs the binary on a database file of its own
+//! and scans that file for raw tokens, so `.ci/run` leaves it out of the
+//! PostgreSQL pass (nothing else in it depends on the backend).
 
 mod common;
 

@@ -140,6 +140,16 @@ enum AdminCommand {
         /// A new file (never overwritten), e.g. /data/backup-2026-11-29.db.
         path: std::path::PathBuf,
     },
+    /// Copy a whole instance, ids kept, into another, empty database (e.g.
+    /// `--from sqlite://chatroom.db --to postgres://…`); stop its servers first.
+    Copy {
+        /// The database to copy: sqlite://PATH or postgres://…
+        #[arg(long)]
+        from: String,
+        /// The empty database to fill: sqlite://PATH or postgres://…
+        #[arg(long)]
+        to: String,
+    },
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
@@ -173,6 +183,9 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!(
             "no database at {file} (set CHATROOM_DB or --db to the server's database file)"
         );
+    }
+    if let AdminCommand::Copy { from, to } = &args.command {
+        return super::copy::run(from, to).await;
     }
     let store = db::open(&url).await?;
     execute(store, args.command).await
@@ -357,6 +370,8 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 pruned.files
             );
         }
+        // `run` handles it before opening --db; here for completeness.
+        AdminCommand::Copy { from, to } => return super::copy::run(&from, &to).await,
         AdminCommand::DeleteRoom { room, .. } => {
             crate::domain::names::check_room(&room)?;
             if !store.delete_room(&room).await? {

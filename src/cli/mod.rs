@@ -3,6 +3,7 @@
 
 mod admin;
 mod bench;
+mod copy;
 mod export;
 mod hook;
 mod watch;

@@ -5,7 +5,13 @@
 //! The rules (who may, which transitions) are not here: they live in
 //! `domain/`, which decides; the store only writes what was decided, guarded
 //! by the version it was decided on.
+//!
+//! On PostgreSQL any number of replicas share the database: everything that
+//! must hold across them (claims, versions, event order, token revocation)
+//! is enforced in the database, and each replica's store relays the events
+//! of the others to its in-process bus ([`Store::start_relay`]).
 
+pub mod postgres;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -14,6 +20,9 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::EventBus;
 use crate::error::Result;
 
 /// A room and its settings.
@@ -53,6 +62,25 @@ pub struct TaskCounts {
     pub in_review: i64,
     pub done: i64,
     pub cancelled: i64,
+}
+
+impl TaskCounts {
+    /// Counts from `(status, count)` rows, as both backends read them.
+    pub fn from_rows(rows: Vec<(String, i64)>) -> TaskCounts {
+        let mut c = TaskCounts::default();
+        for (status, n) in rows {
+            match status.as_str() {
+                "pending" => c.pending = n,
+                "in_progress" => c.in_progress = n,
+                "blocked" => c.blocked = n,
+                "in_review" => c.in_review = n,
+                "done" => c.done = n,
+                "cancelled" => c.cancelled = n,
+                _ => {}
+            }
+        }
+        c
+    }
 }
 
 /// A token as stored: everything but the raw value.
@@ -323,7 +351,252 @@ pub trait Store: Send + Sync + 'static {
             "this database has no built-in backup: use its own tools (pg_dump for PostgreSQL)",
         ))
     }
+
+    // Cross-replica wake-ups
+    /// Starts relaying events committed by other replicas of the same
+    /// database to `bus`, until `shutdown`. A backend that only one process
+    /// can serve (SQLite) has nothing to relay.
+    async fn start_relay(&self, _bus: EventBus, _shutdown: CancellationToken) -> Result<()> {
+        Ok(())
+    }
+
+    // Moving an instance (`chatroom admin copy`); `table` is one of [`TABLES`].
+    /// Up to `limit` rows of `table` in key order, as JSON objects of the
+    /// [`TABLES`] columns (bytes in base64): those with an `id` above
+    /// `after`, or for a table without ids, those after the first `after`.
+    async fn dump_table(&self, table: &str, after: i64, limit: i64) -> Result<Vec<Value>>;
+    /// Inserts rows as `dump_table` gives them, keeping their ids.
+    async fn load_rows(&self, table: &str, rows: &[Value]) -> Result<()>;
+    /// How many rows `table` holds.
+    async fn count_rows(&self, table: &str) -> Result<i64>;
+    /// The highest id ever handed out in `table` (pruned rows included).
+    async fn id_high_water(&self, table: &str) -> Result<i64>;
+    /// Makes the ids handed out next in `table` come after `high`.
+    async fn set_id_floor(&self, table: &str, high: i64) -> Result<()>;
 }
+
+/// The type of a column, for moving rows between backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Col {
+    Int,
+    Text,
+    Bool,
+    /// A list of strings (JSON text on SQLite, `TEXT[]` on PostgreSQL).
+    List,
+    /// A JSON value (text on SQLite, `JSONB` on PostgreSQL).
+    Json,
+    Bytes,
+}
+
+/// A table of the schema: its name, whether rows are keyed by an `id`
+/// column, and its columns. Both backends have these tables and columns.
+pub struct Table {
+    pub name: &'static str,
+    pub keyed_by_id: bool,
+    pub columns: &'static [(&'static str, Col)],
+}
+
+impl Table {
+    /// The table named `name`, if it is one of ours.
+    pub fn named(name: &str) -> Result<&'static Table> {
+        TABLES.iter().find(|t| t.name == name).ok_or_else(|| {
+            crate::error::Error::invalid(format!("{name:?} is not a table of chatroom"))
+        })
+    }
+
+    /// The column names, comma-separated.
+    pub fn column_list(&self) -> String {
+        self.columns
+            .iter()
+            .map(|(c, _)| *c)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The key order (`id`, or every column for the tables without one).
+    pub fn order_by(&self) -> String {
+        if self.keyed_by_id {
+            "id".into()
+        } else {
+            self.columns
+                .iter()
+                .filter(|(_, t)| *t == Col::Text || *t == Col::Int)
+                .map(|(c, _)| *c)
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+}
+
+/// Every table of an instance, in an order that loads cleanly.
+pub const TABLES: &[Table] = {
+    use Col::*;
+    &[
+        Table {
+            name: "rooms",
+            keyed_by_id: false,
+            columns: &[
+                ("name", Text),
+                ("description", Text),
+                ("repo_url", Text),
+                ("onboarding_notes", Text),
+                ("retention_days", Int),
+                ("created_ts", Int),
+            ],
+        },
+        Table {
+            name: "tokens",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("hash", Text),
+                ("agent", Text),
+                ("room", Text),
+                ("also_rooms", List),
+                ("readonly", Bool),
+                ("admin", Bool),
+                ("all_rooms", Bool),
+                ("lead", Bool),
+                ("skills", List),
+                ("created_ts", Int),
+                ("revoked_ts", Int),
+            ],
+        },
+        Table {
+            name: "presence",
+            keyed_by_id: false,
+            columns: &[("room", Text), ("agent", Text), ("last_seen_ts", Int)],
+        },
+        Table {
+            name: "tasks",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("room", Text),
+                ("title", Text),
+                ("body", Text),
+                ("status", Text),
+                ("assignee", Text),
+                ("version", Int),
+                ("created_by", Text),
+                ("created_ts", Int),
+                ("updated_ts", Int),
+                ("priority", Text),
+                ("required_skill", Text),
+                ("needs_review", Bool),
+                ("result", Text),
+                ("lease_seconds", Int),
+                ("lease_expires_ts", Int),
+            ],
+        },
+        Table {
+            name: "task_deps",
+            keyed_by_id: false,
+            columns: &[("task_id", Int), ("depends_on", Int)],
+        },
+        Table {
+            name: "notes",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("task_id", Int),
+                ("room", Text),
+                ("ts", Int),
+                ("author", Text),
+                ("body", Text),
+            ],
+        },
+        Table {
+            name: "messages",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("room", Text),
+                ("ts", Int),
+                ("author", Text),
+                ("body", Text),
+                ("reply_to", Int),
+            ],
+        },
+        Table {
+            name: "mentions",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("room", Text),
+                ("agent", Text),
+                ("message_id", Int),
+                ("note_id", Int),
+                ("task_id", Int),
+                ("author", Text),
+                ("ts", Int),
+                ("body", Text),
+            ],
+        },
+        Table {
+            name: "events",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("room", Text),
+                ("ts", Int),
+                ("kind", Text),
+                ("actor", Text),
+                ("task_id", Int),
+                ("message_id", Int),
+                ("detail", Json),
+            ],
+        },
+        Table {
+            name: "cursors",
+            keyed_by_id: false,
+            columns: &[("room", Text), ("agent", Text), ("event_id", Int)],
+        },
+        Table {
+            name: "files",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("room", Text),
+                ("name", Text),
+                ("mime", Text),
+                ("size", Int),
+                ("sha256", Text),
+                ("content", Bytes),
+                ("author", Text),
+                ("ts", Int),
+                ("expires_ts", Int),
+                ("task_id", Int),
+            ],
+        },
+        Table {
+            name: "audit",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("ts", Int),
+                ("agent", Text),
+                ("room", Text),
+                ("tool", Text),
+                ("task_id", Int),
+                ("outcome", Text),
+            ],
+        },
+        Table {
+            name: "admin_log",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("ts", Int),
+                ("actor", Text),
+                ("address", Text),
+                ("action", Text),
+                ("target", Text),
+                ("flagged", Bool),
+            ],
+        },
+    ]
+};
 
 /// How many rows a prune removed.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
@@ -339,7 +612,7 @@ pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     if let Some(path) = url.strip_prefix("sqlite://") {
         Ok(Arc::new(sqlite::SqliteStore::open(path).await?))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        anyhow::bail!("PostgreSQL support is not built into this version yet")
+        Ok(Arc::new(postgres::PostgresStore::open(url).await?))
     } else {
         anyhow::bail!("unsupported database URL (expected sqlite://PATH or postgres://…)")
     }

@@ -1043,19 +1043,7 @@ impl Store for SqliteStore {
                 .bind(room)
                 .fetch_all(&self.read)
                 .await?;
-        let mut c = TaskCounts::default();
-        for (status, n) in rows {
-            match status.as_str() {
-                "pending" => c.pending = n,
-                "in_progress" => c.in_progress = n,
-                "blocked" => c.blocked = n,
-                "in_review" => c.in_review = n,
-                "done" => c.done = n,
-                "cancelled" => c.cancelled = n,
-                _ => {}
-            }
-        }
-        Ok(c)
+        Ok(TaskCounts::from_rows(rows))
     }
 
     async fn apply_task_change(
@@ -1381,5 +1369,133 @@ impl Store for SqliteStore {
         insert_audit_row(&mut tx, audit, room, task_id, now).await?;
         tx.commit().await?;
         Ok(Some(event))
+    }
+
+    async fn dump_table(&self, table: &str, after: i64, limit: i64) -> Result<Vec<Value>> {
+        let t = Table::named(table)?;
+        let sql = if t.keyed_by_id {
+            format!(
+                "SELECT {} FROM {table} WHERE id > $1 ORDER BY id LIMIT $2",
+                t.column_list()
+            )
+        } else {
+            format!(
+                "SELECT {} FROM {table} ORDER BY {} LIMIT $2 OFFSET $1",
+                t.column_list(),
+                t.order_by()
+            )
+        };
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.read)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let mut obj = serde_json::Map::new();
+            for (c, ty) in t.columns {
+                let v = match ty {
+                    Col::Int => json!(r.try_get::<Option<i64>, _>(*c)?),
+                    Col::Text => json!(r.try_get::<Option<String>, _>(*c)?),
+                    Col::Bool => json!(r.try_get::<Option<bool>, _>(*c)?),
+                    Col::List => json!(r.try_get::<Option<String>, _>(*c)?.map(|s| parse_list(&s))),
+                    Col::Json => r
+                        .try_get::<Option<String>, _>(*c)?
+                        .map(|s| serde_json::from_str(&s).unwrap_or(Value::Null))
+                        .unwrap_or(Value::Null),
+                    Col::Bytes => json!(r.try_get::<Option<Vec<u8>>, _>(*c)?.map(|b| {
+                        use base64::Engine;
+                        base64::engine::general_purpose::STANDARD.encode(b)
+                    })),
+                };
+                obj.insert((*c).to_owned(), v);
+            }
+            out.push(Value::Object(obj));
+        }
+        Ok(out)
+    }
+
+    async fn load_rows(&self, table: &str, rows: &[Value]) -> Result<()> {
+        use base64::Engine;
+        let t = Table::named(table)?;
+        let placeholders = (1..=t.columns.len())
+            .map(|i| format!("${i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO {table} ({}) VALUES ({placeholders})",
+            t.column_list()
+        );
+        let mut tx = self.begin().await?;
+        for row in rows {
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.clone()));
+            for (c, ty) in t.columns {
+                let v = &row[*c];
+                q = match ty {
+                    Col::Int => q.bind(v.as_i64()),
+                    Col::Text => q.bind(v.as_str().map(str::to_owned)),
+                    Col::Bool => q.bind(v.as_bool()),
+                    Col::List | Col::Json => q.bind((!v.is_null()).then(|| v.to_string())),
+                    Col::Bytes => q.bind(
+                        v.as_str()
+                            .map(|s| base64::engine::general_purpose::STANDARD.decode(s))
+                            .transpose()
+                            .map_err(|e| {
+                                Error::invalid(format!("bad bytes in {table}.{c}: {e}"))
+                            })?,
+                    ),
+                };
+            }
+            q.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn count_rows(&self, table: &str) -> Result<i64> {
+        let t = Table::named(table)?;
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM {}",
+            t.name
+        )))
+        .fetch_one(&self.read)
+        .await?)
+    }
+
+    async fn id_high_water(&self, table: &str) -> Result<i64> {
+        let t = Table::named(table)?;
+        if !t.keyed_by_id {
+            return Ok(0);
+        }
+        // AUTOINCREMENT remembers the highest id ever used in sqlite_sequence.
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT MAX(COALESCE((SELECT MAX(id) FROM {0}), 0), \
+             COALESCE((SELECT seq FROM sqlite_sequence WHERE name = '{0}'), 0))",
+            t.name
+        )))
+        .fetch_one(&self.read)
+        .await?)
+    }
+
+    async fn set_id_floor(&self, table: &str, high: i64) -> Result<()> {
+        let t = Table::named(table)?;
+        if !t.keyed_by_id {
+            return Ok(());
+        }
+        let mut tx = self.begin().await?;
+        let done = sqlx::query("UPDATE sqlite_sequence SET seq = MAX(seq, $2) WHERE name = $1")
+            .bind(t.name)
+            .bind(high)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 && high > 0 {
+            sqlx::query("INSERT INTO sqlite_sequence (name, seq) VALUES ($1, $2)")
+                .bind(t.name)
+                .bind(high)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 }

@@ -1,11 +1,17 @@
-//! Test fixtures: a real server on `127.0.0.1:0` with a real SQLite file,
-//! and clients that speak to it the way outside clients do.
+//! Test fixtures: a real server on `127.0.0.1:0` with a real database, and
+//! clients that speak to it the way outside clients do.
+//!
+//! The database is a fresh SQLite file, or with `CHATROOM_TEST_PG_URL` set
+//! (e.g. `postgres://postgres@127.0.0.1:PORT/postgres`) a fresh PostgreSQL
+//! database created on that server for each `TestServer` and dropped after
+//! it: the same contract tests then run against PostgreSQL.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use chatroom::config::Config;
@@ -17,16 +23,133 @@ use tokio_util::sync::CancellationToken;
 
 pub use chatroom::domain::tokens::Grant;
 
-/// A server running in this process, with its own database file.
+/// The environment variable naming the PostgreSQL server to test against.
+pub const PG_ENV: &str = "CHATROOM_TEST_PG_URL";
+
+/// The PostgreSQL server to test against, when one is given.
+pub fn pg_server() -> Option<String> {
+    std::env::var(PG_ENV).ok().filter(|u| !u.trim().is_empty())
+}
+
+/// A database of its own on the test PostgreSQL server, dropped (best
+/// effort) when this value is.
+pub struct PgDatabase {
+    pub url: String,
+    server: String,
+    name: String,
+}
+
+impl PgDatabase {
+    /// Creates a uniquely named database on `server`.
+    pub async fn create(server: &str) -> PgDatabase {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "chatroom_test_{}_{}_{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        sweep_databases(server).await;
+        pg_admin(server, &format!("CREATE DATABASE {name}")).await;
+        PgDatabase {
+            url: with_database(server, &name),
+            server: server.to_owned(),
+            name,
+        }
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let (server, sql) = (
+            self.server.clone(),
+            format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
+        // Drop may run inside a runtime: use a thread with its own.
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                rt.block_on(async move {
+                    if let Ok(mut conn) =
+                        <sqlx::PgConnection as sqlx::Connection>::connect(&server).await
+                    {
+                        let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
+                            .execute(&mut conn)
+                            .await;
+                    }
+                });
+            }
+        })
+        .join();
+    }
+}
+
+/// Drops the test databases left by test processes that are gone (a test
+/// that stops its server and then reads its store keeps the database past
+/// `stop`; its process ending is the database's end).
+async fn sweep_databases(server: &str) {
+    let Ok(mut conn) = <sqlx::PgConnection as sqlx::Connection>::connect(server).await else {
+        return;
+    };
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT datname::text FROM pg_database WHERE datname LIKE 'chatroom_test_%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap_or_default();
+    for name in names {
+        let pid = name.split('_').nth(2).unwrap_or("");
+        if !pid.is_empty() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+            let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await;
+        }
+    }
+}
+
+/// Runs one statement on the test PostgreSQL server's maintenance database.
+async fn pg_admin(server: &str, sql: &str) {
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(server)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {PG_ENV}: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// `url` with its database name replaced by `name`.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let query = tail.find('?').map(|i| &tail[i..]).unwrap_or("");
+    format!("{scheme}://{authority}/{name}{query}")
+}
+
+/// A server running in this process, with its own database.
 pub struct TestServer {
     pub url: String,
     pub addr: SocketAddr,
     pub dir: tempfile::TempDir,
+    /// The SQLite file (unused when the test runs on PostgreSQL).
     pub db_path: String,
+    /// The database the server runs on: `sqlite://…` or `postgres://…`.
+    pub db_url: String,
     /// A second handle on the same database, as the admin CLI would have.
     pub store: Arc<dyn Store>,
     pub shutdown: CancellationToken,
     handle: Option<JoinHandle<anyhow::Result<()>>>,
+    /// Dropped after the server (fields drop in order).
+    pg: Option<PgDatabase>,
 }
 
 impl TestServer {
@@ -36,6 +159,34 @@ impl TestServer {
 
     /// Starts with the test defaults (no rate limit), adjusted by `tweak`.
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestServer {
+        let pg = match pg_server() {
+            Some(server) => Some(PgDatabase::create(&server).await),
+            None => None,
+        };
+        TestServer::launch(pg.as_ref().map(|d| d.url.clone()), pg, tweak).await
+    }
+
+    /// A server on a fresh SQLite file, whatever the environment says.
+    pub async fn start_sqlite() -> TestServer {
+        TestServer::launch(None, None, |_| {}).await
+    }
+
+    /// A server on an existing PostgreSQL database (left in place after it).
+    pub async fn on_database(url: &str) -> TestServer {
+        TestServer::launch(Some(url.to_owned()), None, |_| {}).await
+    }
+
+    /// Another replica serving the same PostgreSQL database as this one.
+    pub async fn replica(&self) -> TestServer {
+        assert!(self.on_postgres(), "replicas share a PostgreSQL database");
+        TestServer::on_database(&self.db_url).await
+    }
+
+    async fn launch(
+        database_url: Option<String>,
+        pg: Option<PgDatabase>,
+        tweak: impl FnOnce(&mut Config),
+    ) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let db_path = dir
             .path()
@@ -45,10 +196,10 @@ impl TestServer {
         let mut config = Config::for_tests(&db_path);
         config.rate_limit_per_minute = 0;
         config.auth_fail_limit = 0;
+        config.database_url = database_url;
         tweak(&mut config);
-        let store = db::open(&format!("sqlite://{db_path}"))
-            .await
-            .expect("open db");
+        let db_url = config.database();
+        let store = db::open(&db_url).await.expect("open db");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -60,9 +211,43 @@ impl TestServer {
             addr,
             dir,
             db_path,
+            db_url,
             store,
             shutdown,
             handle: Some(handle),
+            pg,
+        }
+    }
+
+    /// Whether this server runs on PostgreSQL.
+    pub fn on_postgres(&self) -> bool {
+        self.db_url.starts_with("postgres")
+    }
+
+    /// The environment that points the `chatroom` binary at this server's
+    /// database.
+    pub fn cli_env(&self) -> HashMap<&'static str, String> {
+        if self.on_postgres() {
+            HashMap::from([("CHATROOM_DATABASE_URL", self.db_url.clone())])
+        } else {
+            HashMap::from([("CHATROOM_DB", self.db_path.clone())])
+        }
+    }
+
+    /// Runs one SQL statement with one integer argument (`$1`) straight on
+    /// the database, whichever backend it is (to arrange what no tool can,
+    /// such as the passing of time); returns the rows affected.
+    pub async fn exec_sql(&self, sql: &'static str, arg: i64) -> u64 {
+        if self.on_postgres() {
+            let pool = sqlx::PgPool::connect(&self.db_url).await.unwrap();
+            let n = sqlx::query(sql).bind(arg).execute(&pool).await.unwrap();
+            pool.close().await;
+            n.rows_affected()
+        } else {
+            let pool = sqlx::SqlitePool::connect(&self.db_url).await.unwrap();
+            let n = sqlx::query(sql).bind(arg).execute(&pool).await.unwrap();
+            pool.close().await;
+            n.rows_affected()
         }
     }
 
@@ -102,8 +287,22 @@ impl TestServer {
         McpClient::new(&self.url, token)
     }
 
-    /// Stops the server and waits for it to drain.
+    /// Stops the server and waits for it to drain. A PostgreSQL database
+    /// stays (the test may still read `store`); a later test run drops it
+    /// once this process is gone.
     pub async fn stop(mut self) {
+        self.halt().await;
+    }
+
+    /// Stops the server and hands over its folder (and so its SQLite file),
+    /// which would otherwise go with it.
+    pub async fn stop_keeping_files(mut self) -> tempfile::TempDir {
+        self.halt().await;
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
+    }
+
+    async fn halt(&mut self) {
+        std::mem::forget(self.pg.take());
         self.shutdown.cancel();
         if let Some(h) = self.handle.take() {
             h.await.expect("server task").expect("server result");

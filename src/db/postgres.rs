@@ -1,0 +1,1682 @@
+//! The PostgreSQL backend: a connection pool shared by any number of `serve`
+//! replicas, each of them stateless.
+//!
+//! What must hold across replicas is enforced here, in the database:
+//! - every write that touches a room runs in one transaction that first takes
+//!   the room's transaction lock (`pg_advisory_xact_lock`), so the ids of a
+//!   room's events, messages, notes and mentions are handed out in the order
+//!   the transactions commit: a reader never sees id 101 before id 100, and a
+//!   cursor never skips a late commit (a plain sequence would allow that);
+//! - task changes are written guarded by the version the domain decided on
+//!   (`... WHERE version = $n`), so of two racing claims one updates a row and
+//!   the other finds it moved on;
+//! - every event is announced with `NOTIFY chatroom_events` in its own
+//!   transaction (payload `room id`), which each replica's relay turns into
+//!   bus events ([`Store::start_relay`]).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine;
+use serde_json::{Map, Value, json};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, Row};
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::domain::board::{NewNote, Status};
+use crate::error::Error;
+
+/// The channel every event is announced on.
+pub const CHANNEL: &str = "chatroom_events";
+/// `application_name` of the relay's listening connection (operators and
+/// tests can find it in `pg_stat_activity`).
+pub const RELAY_APPLICATION: &str = "chatroom-relay";
+/// First key of the per-room transaction locks (the second is the room's
+/// hash), so they do not collide with other users of advisory locks.
+const ROOM_LOCK: i32 = 0x6368_6174; // "chat"
+/// Connections per replica.
+const POOL_SIZE: u32 = 16;
+
+pub struct PostgresStore {
+    pool: PgPool,
+    options: PgConnectOptions,
+}
+
+impl PostgresStore {
+    /// Connects to `url` and migrates the database.
+    pub async fn open(url: &str) -> anyhow::Result<PostgresStore> {
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| anyhow::anyhow!("bad PostgreSQL URL (CHATROOM_DATABASE_URL): {e}"))?
+            .application_name("chatroom");
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL: {e}"))?;
+        // Replicas starting together are fine: the migrator holds a lock.
+        sqlx::migrate!("migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot migrate the PostgreSQL database: {e}"))?;
+        Ok(PostgresStore { pool, options })
+    }
+
+    /// A transaction holding `room`'s lock: writers of one room take turns,
+    /// writers of different rooms do not wait for each other.
+    async fn begin_room(&self, room: &str) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(ROOM_LOCK)
+            .bind(room)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+}
+
+/// The latest event id of every room that has events (one index lookup per room).
+async fn latest_per_room(pool: &PgPool) -> Result<Vec<(String, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT r.name, l.id FROM rooms r \
+         CROSS JOIN LATERAL (SELECT MAX(e.id) AS id FROM events e WHERE e.room = r.name) l \
+         WHERE l.id IS NOT NULL",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+fn room_from_row(r: &PgRow) -> Room {
+    Room {
+        name: r.get("name"),
+        description: r.get("description"),
+        repo_url: r.get("repo_url"),
+        onboarding_notes: r.get("onboarding_notes"),
+        retention_days: r.get("retention_days"),
+    }
+}
+
+fn token_from_row(r: &PgRow) -> TokenRecord {
+    TokenRecord {
+        id: r.get("id"),
+        agent: r.get("agent"),
+        room: r.get("room"),
+        also_rooms: r.get("also_rooms"),
+        readonly: r.get("readonly"),
+        admin: r.get("admin"),
+        all_rooms: r.get("all_rooms"),
+        lead: r.get("lead"),
+        skills: r.get("skills"),
+        created_ts: r.get("created_ts"),
+        revoked_ts: r.get("revoked_ts"),
+        last_seen: r.try_get("last_seen").unwrap_or(None),
+    }
+}
+
+fn message_from_row(r: &PgRow) -> Message {
+    Message {
+        id: r.get("id"),
+        room: r.get("room"),
+        ts: r.get("ts"),
+        author: r.get("author"),
+        body: r.get("body"),
+        reply_to: r.get("reply_to"),
+    }
+}
+
+const EVENT_COLUMNS: &str =
+    "id, room, ts, kind, actor, task_id, message_id, detail::text AS detail";
+
+fn event_from_row(r: &PgRow) -> Event {
+    let detail: String = r.get("detail");
+    Event {
+        id: r.get("id"),
+        room: r.get("room"),
+        ts: r.get("ts"),
+        kind: r.get("kind"),
+        actor: r.get("actor"),
+        task_id: r.get("task_id"),
+        message_id: r.get("message_id"),
+        detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
+    }
+}
+
+fn file_from_row(r: &PgRow) -> FileMeta {
+    FileMeta {
+        file_id: r.get("id"),
+        name: r.get("name"),
+        sha256: r.get("sha256"),
+        size: r.get("size"),
+        mime: r.get("mime"),
+        author: r.get("author"),
+        ts: r.get("ts"),
+        expires_at: r.get("expires_ts"),
+        task_id: r.get("task_id"),
+    }
+}
+
+fn task_from_row(r: &PgRow) -> Result<Task> {
+    let status: String = r.get("status");
+    Ok(Task {
+        id: r.get("id"),
+        room: r.get("room"),
+        title: r.get("title"),
+        body: r.get("body"),
+        status: Status::parse(&status)
+            .map_err(|_| Error::internal(anyhow::anyhow!("task has unknown status {status:?}")))?,
+        assignee: r.get("assignee"),
+        depends_on: Vec::new(),
+        blocked_by_unfinished: Vec::new(),
+        version: r.get("version"),
+        created_by: r.get("created_by"),
+        created_ts: r.get("created_ts"),
+        updated_ts: r.get("updated_ts"),
+        priority: r.get("priority"),
+        required_skill: r.get("required_skill"),
+        needs_review: r.get("needs_review"),
+        result: r.get("result"),
+        lease_expires_ts: r.get("lease_expires_ts"),
+        lease_seconds: r.get("lease_seconds"),
+    })
+}
+
+const TASK_COLUMNS: &str = "id, room, title, body, status, assignee, version, created_by, created_ts, updated_ts, priority, required_skill, needs_review, result, lease_seconds, lease_expires_ts";
+
+fn task_sql(template: &str) -> AssertSqlSafe<String> {
+    AssertSqlSafe(template.replacen("{}", TASK_COLUMNS, 1))
+}
+
+/// Fills `depends_on` and `blocked_by_unfinished` of `tasks` in one query.
+async fn fill_deps(conn: &mut PgConnection, tasks: &mut [Task]) -> Result<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = tasks.iter().map(|t| t.id).collect();
+    let rows: Vec<(i64, i64, Option<String>)> = sqlx::query_as(
+        "SELECT d.task_id, d.depends_on, t.status FROM task_deps d \
+         LEFT JOIN tasks t ON t.id = d.depends_on \
+         WHERE d.task_id = ANY($1) ORDER BY d.depends_on",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    for (task_id, dep, status) in rows {
+        if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
+            task.depends_on.push(dep);
+            if status.as_deref() != Some("done") {
+                task.blocked_by_unfinished.push(dep);
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Option<Task>> {
+    let row = sqlx::query(task_sql("SELECT {} FROM tasks WHERE id = $1 AND room = $2"))
+        .bind(id)
+        .bind(room)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let mut tasks = [task_from_row(&row)?];
+    fill_deps(conn, &mut tasks).await?;
+    let [task] = tasks;
+    Ok(Some(task))
+}
+
+/// Appends an event and announces it to every replica; the caller holds the
+/// room's lock, so the id comes after every committed id of the room.
+async fn insert_event(
+    conn: &mut PgConnection,
+    room: &str,
+    actor: &str,
+    now: i64,
+    e: &NewEvent,
+) -> Result<Event> {
+    let id: i64 = sqlx::query_scalar(
+        "WITH e AS (INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING id) \
+         SELECT id, pg_notify('chatroom_events', $1 || ' ' || id) IS NULL FROM e",
+    )
+    .bind(room)
+    .bind(now)
+    .bind(e.kind)
+    .bind(actor)
+    .bind(e.task_id)
+    .bind(e.message_id)
+    .bind(e.detail.to_string())
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(text_error)?;
+    Ok(Event {
+        id,
+        room: room.to_owned(),
+        ts: now,
+        kind: e.kind.to_owned(),
+        actor: actor.to_owned(),
+        task_id: e.task_id,
+        message_id: e.message_id,
+        detail: e.detail.clone(),
+    })
+}
+
+/// PostgreSQL refuses the NUL character in text, which SQLite stores: say so
+/// plainly instead of failing with an internal error.
+fn text_error(e: sqlx::Error) -> Error {
+    let code = e
+        .as_database_error()
+        .and_then(|d| d.code())
+        .map(|c| c.into_owned());
+    match code.as_deref() {
+        // character_not_in_repertoire, untranslatable_character
+        Some("22021") | Some("22P05") => Error::invalid(
+            "text must not contain the NUL character (U+0000) on this server's database",
+        ),
+        _ => e.into(),
+    }
+}
+
+async fn insert_audit_row(
+    conn: &mut PgConnection,
+    audit: &Audit,
+    room: &str,
+    task_id: Option<i64>,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, 'ok')",
+    )
+    .bind(now)
+    .bind(&audit.agent)
+    .bind(room)
+    .bind(audit.tool)
+    .bind(task_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn insert_mentions(
+    conn: &mut PgConnection,
+    room: &str,
+    agents: &[String],
+    message_id: Option<i64>,
+    note_id: Option<i64>,
+    task_id: Option<i64>,
+    author: &str,
+    body: &str,
+    now: i64,
+) -> Result<()> {
+    if agents.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO mentions (room, agent, message_id, note_id, task_id, author, ts, body) \
+         SELECT $1, a, $3, $4, $5, $6, $7, $8 FROM UNNEST($2::text[]) WITH ORDINALITY AS m(a, n) ORDER BY n",
+    )
+    .bind(room)
+    .bind(agents)
+    .bind(message_id)
+    .bind(note_id)
+    .bind(task_id)
+    .bind(author)
+    .bind(now)
+    .bind(body)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Deletes a room's chat, events, mentions and files older than `cutoff`.
+async fn prune_room(conn: &mut PgConnection, room: &str, cutoff: i64) -> Result<PruneCount> {
+    let messages = sqlx::query("DELETE FROM messages WHERE room = $1 AND ts < $2")
+        .bind(room)
+        .bind(cutoff)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    sqlx::query("DELETE FROM mentions WHERE room = $1 AND ts < $2 AND message_id IS NOT NULL")
+        .bind(room)
+        .bind(cutoff)
+        .execute(&mut *conn)
+        .await?;
+    let events = sqlx::query("DELETE FROM events WHERE room = $1 AND ts < $2")
+        .bind(room)
+        .bind(cutoff)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    let files = sqlx::query("DELETE FROM files WHERE room = $1 AND ts < $2")
+        .bind(room)
+        .bind(cutoff)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    Ok(PruneCount {
+        messages,
+        events,
+        files,
+    })
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn health(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn tokens_generation(&self) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM counters WHERE name = 'tokens'")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn create_room(&self, room: &Room) -> Result<bool> {
+        let done = sqlx::query(
+            "INSERT INTO rooms (name, description, repo_url, onboarding_notes, retention_days, created_ts) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(&room.name)
+        .bind(&room.description)
+        .bind(&room.repo_url)
+        .bind(&room.onboarding_notes)
+        .bind(room.retention_days)
+        .bind(crate::clock::now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(text_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn get_room(&self, name: &str) -> Result<Option<Room>> {
+        let row = sqlx::query("SELECT * FROM rooms WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(room_from_row))
+    }
+
+    async fn list_rooms(&self) -> Result<Vec<RoomSummary>> {
+        let rows = sqlx::query(
+            "SELECT r.*, \
+             (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status IN ('pending','in_progress','blocked','in_review')) AS open_tasks, \
+             (SELECT COUNT(*) FROM messages m WHERE m.room = r.name) AS messages, \
+             (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > $1)) AS files \
+             FROM rooms r ORDER BY r.name COLLATE \"C\"",
+        )
+        .bind(crate::clock::now_ms())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| RoomSummary {
+                room: room_from_row(r),
+                open_tasks: r.get("open_tasks"),
+                messages: r.get("messages"),
+                files: r.get("files"),
+            })
+            .collect())
+    }
+
+    async fn update_room_info(
+        &self,
+        room: &str,
+        info: &RoomInfo,
+        audit: Option<&Audit>,
+    ) -> Result<Option<(Room, Event)>> {
+        let now = crate::clock::now_ms();
+        let mut tx = self.begin_room(room).await?;
+        let row = sqlx::query(
+            "UPDATE rooms SET description = COALESCE($2, description), \
+             repo_url = COALESCE($3, repo_url), onboarding_notes = COALESCE($4, onboarding_notes) \
+             WHERE name = $1 RETURNING *",
+        )
+        .bind(room)
+        .bind(&info.description)
+        .bind(&info.repo_url)
+        .bind(&info.onboarding_notes)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(text_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let updated = room_from_row(&row);
+        let mut fields = Vec::new();
+        if info.description.is_some() {
+            fields.push("description");
+        }
+        if info.repo_url.is_some() {
+            fields.push("repo_url");
+        }
+        if info.onboarding_notes.is_some() {
+            fields.push("onboarding_notes");
+        }
+        let actor = audit.map(|a| a.agent.as_str()).unwrap_or("(admin)");
+        let event = insert_event(
+            &mut tx,
+            room,
+            actor,
+            now,
+            &NewEvent {
+                kind: "room_info_updated",
+                task_id: None,
+                message_id: None,
+                detail: json!({"fields": fields}),
+            },
+        )
+        .await?;
+        if let Some(audit) = audit {
+            insert_audit_row(&mut tx, audit, room, None, now).await?;
+        }
+        tx.commit().await?;
+        Ok(Some((updated, event)))
+    }
+
+    async fn set_retention(
+        &self,
+        room: &str,
+        days: i64,
+        audit: Option<&Audit>,
+        now: i64,
+    ) -> Result<Option<(Event, PruneCount)>> {
+        let mut tx = self.begin_room(room).await?;
+        let done = sqlx::query("UPDATE rooms SET retention_days = $2 WHERE name = $1")
+            .bind(room)
+            .bind(days)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        let pruned = if days > 0 {
+            prune_room(&mut tx, room, now - days * 86_400_000).await?
+        } else {
+            PruneCount::default()
+        };
+        let actor = audit.map(|a| a.agent.as_str()).unwrap_or("(admin)");
+        let event = insert_event(
+            &mut tx,
+            room,
+            actor,
+            now,
+            &NewEvent {
+                kind: "retention_set",
+                task_id: None,
+                message_id: None,
+                detail: json!({"days": days, "pruned": pruned}),
+            },
+        )
+        .await?;
+        if let Some(audit) = audit {
+            insert_audit_row(&mut tx, audit, room, None, now).await?;
+        }
+        tx.commit().await?;
+        Ok(Some((event, pruned)))
+    }
+
+    async fn delete_room(&self, room: &str) -> Result<bool> {
+        let mut tx = self.begin_room(room).await?;
+        for sql in [
+            "DELETE FROM task_deps WHERE task_id IN (SELECT id FROM tasks WHERE room = $1)",
+            "DELETE FROM notes WHERE room = $1",
+            "DELETE FROM tasks WHERE room = $1",
+            "DELETE FROM messages WHERE room = $1",
+            "DELETE FROM mentions WHERE room = $1",
+            "DELETE FROM files WHERE room = $1",
+            "DELETE FROM events WHERE room = $1",
+            "DELETE FROM cursors WHERE room = $1",
+            "DELETE FROM presence WHERE room = $1",
+        ] {
+            sqlx::query(sql).bind(room).execute(&mut *tx).await?;
+        }
+        let done = sqlx::query("DELETE FROM rooms WHERE name = $1")
+            .bind(room)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn prune(&self, now: i64) -> Result<PruneCount> {
+        let rooms: Vec<(String, i64)> =
+            sqlx::query_as("SELECT name, retention_days FROM rooms WHERE retention_days > 0")
+                .fetch_all(&self.pool)
+                .await?;
+        let mut total = PruneCount::default();
+        for (room, days) in rooms {
+            let mut tx = self.begin_room(&room).await?;
+            let n = prune_room(&mut tx, &room, now - days * 86_400_000).await?;
+            tx.commit().await?;
+            total.messages += n.messages;
+            total.events += n.events;
+            total.files += n.files;
+        }
+        total.files +=
+            sqlx::query("DELETE FROM files WHERE expires_ts IS NOT NULL AND expires_ts <= $1")
+                .bind(now)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        Ok(total)
+    }
+
+    async fn insert_token(&self, t: &NewToken) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+        )
+        .bind(&t.hash)
+        .bind(&t.agent)
+        .bind(&t.room)
+        .bind(&t.also_rooms)
+        .bind(t.readonly)
+        .bind(t.admin)
+        .bind(t.all_rooms)
+        .bind(t.lead)
+        .bind(&t.skills)
+        .bind(crate::clock::now_ms())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(text_error)?)
+    }
+
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        let row = sqlx::query("SELECT * FROM tokens WHERE hash = $1")
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(token_from_row))
+    }
+
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
+        let rows = sqlx::query(
+            "SELECT t.*, (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = t.agent) AS last_seen \
+             FROM tokens t ORDER BY t.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(token_from_row).collect())
+    }
+
+    async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
+        Ok(
+            sqlx::query(
+                "UPDATE tokens SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
+            )
+            .bind(agent)
+            .bind(now)
+            .execute(&self.pool)
+            .await?
+            .rows_affected(),
+        )
+    }
+
+    async fn purge_tokens(&self, revoked_before: i64) -> Result<u64> {
+        Ok(
+            sqlx::query("DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1")
+                .bind(revoked_before)
+                .execute(&self.pool)
+                .await?
+                .rows_affected(),
+        )
+    }
+
+    async fn members(&self, room: &str) -> Result<Vec<Member>> {
+        // One line per agent; the skills are those of the agent's newest
+        // token that reaches the room.
+        let rows = sqlx::query(
+            "WITH m AS (SELECT t.* FROM tokens t WHERE t.revoked_ts IS NULL AND (t.room = $1 \
+                OR $1 = ANY(t.also_rooms) \
+                OR (t.all_rooms AND EXISTS (SELECT 1 FROM presence p WHERE p.room = $1 AND p.agent = t.agent)))) \
+             SELECT m.agent, bool_or(m.lead) AS lead, bool_and(m.readonly) AS readonly, bool_or(m.admin) AS admin, \
+             (SELECT m2.skills FROM m m2 WHERE m2.agent = m.agent ORDER BY m2.id DESC LIMIT 1) AS skills, \
+             (SELECT p.last_seen_ts FROM presence p WHERE p.room = $1 AND p.agent = m.agent) AS last_seen \
+             FROM m GROUP BY m.agent ORDER BY m.agent COLLATE \"C\"",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Member {
+                agent: r.get("agent"),
+                lead: r.get("lead"),
+                readonly: r.get("readonly"),
+                admin: r.get("admin"),
+                skills: r.get("skills"),
+                last_seen: r.get("last_seen"),
+            })
+            .collect())
+    }
+
+    async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()> {
+        if seen.is_empty() {
+            return Ok(());
+        }
+        // One statement, rows in key order: replicas flushing at the same
+        // time lock the rows in the same order and never deadlock.
+        let mut rows: Vec<&(String, String, i64)> = seen.iter().collect();
+        rows.sort_by(|a, b| {
+            (&a.0, &a.1, std::cmp::Reverse(a.2)).cmp(&(&b.0, &b.1, std::cmp::Reverse(b.2)))
+        });
+        rows.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+        let rooms: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        let agents: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+        let ts: Vec<i64> = rows.iter().map(|r| r.2).collect();
+        sqlx::query(
+            "INSERT INTO presence (room, agent, last_seen_ts) \
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[]) \
+             ON CONFLICT (room, agent) DO UPDATE \
+             SET last_seen_ts = GREATEST(presence.last_seen_ts, excluded.last_seen_ts)",
+        )
+        .bind(rooms)
+        .bind(agents)
+        .bind(ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn post_message(
+        &self,
+        room: &str,
+        author: &str,
+        body: &str,
+        reply_to: Option<i64>,
+        mentions: &[String],
+        audit: &Audit,
+    ) -> Result<(Message, Event)> {
+        let now = crate::clock::now_ms();
+        let mut tx = self.begin_room(room).await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO messages (room, ts, author, body, reply_to) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(room)
+        .bind(now)
+        .bind(author)
+        .bind(body)
+        .bind(reply_to)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(text_error)?;
+        insert_mentions(
+            &mut tx,
+            room,
+            mentions,
+            Some(id),
+            None,
+            None,
+            author,
+            body,
+            now,
+        )
+        .await?;
+        let event = insert_event(
+            &mut tx,
+            room,
+            author,
+            now,
+            &NewEvent {
+                kind: "message",
+                task_id: None,
+                message_id: Some(id),
+                detail: json!({"body": body, "reply_to": reply_to, "mentions": mentions}),
+            },
+        )
+        .await?;
+        insert_audit_row(&mut tx, audit, room, None, now).await?;
+        tx.commit().await?;
+        Ok((
+            Message {
+                id,
+                room: room.to_owned(),
+                ts: now,
+                author: author.to_owned(),
+                body: body.to_owned(),
+                reply_to,
+            },
+            event,
+        ))
+    }
+
+    async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
+        let rows =
+            sqlx::query("SELECT * FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3")
+                .bind(room)
+                .bind(since_id)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.iter().map(message_from_row).collect())
+    }
+
+    async fn message_room(&self, id: i64) -> Result<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT room FROM messages WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn latest_message_id(&self, room: &str) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM messages WHERE room = $1")
+                .bind(room)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE room = $1 AND id > $2 \
+             AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR task_id = $4) \
+             ORDER BY id LIMIT $5"
+        )))
+        .bind(room)
+        .bind(f.since_id)
+        .bind(&f.kind)
+        .bind(f.task_id)
+        .bind(f.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(event_from_row).collect())
+    }
+
+    async fn latest_event_id(&self, room: &str) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1")
+                .bind(room)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn events_after_cursor(
+        &self,
+        room: &str,
+        agent: &str,
+        limit: i64,
+        advance: bool,
+        skip_own: bool,
+    ) -> Result<EventPage> {
+        let mut tx = self.pool.begin().await?;
+        if advance {
+            // Two advancing reads of one agent's cursor take turns, so they
+            // never both get the same page.
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))")
+                .bind(room)
+                .bind(agent)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let cursor: Option<i64> =
+            sqlx::query_scalar("SELECT event_id FROM cursors WHERE room = $1 AND agent = $2")
+                .bind(room)
+                .bind(agent)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let since = cursor.unwrap_or(0);
+        // Everything up to the room's latest visible id is committed (ids
+        // become visible in order), so reading up to it and no further keeps
+        // the page and the cursor consistent even while writers commit.
+        let high: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1")
+                .bind(room)
+                .fetch_one(&mut *tx)
+                .await?;
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE room = $1 AND id > $2 AND id <= $3 \
+             AND (NOT $4 OR actor <> $5) ORDER BY id LIMIT $6"
+        )))
+        .bind(room)
+        .bind(since)
+        .bind(high)
+        .bind(skip_own)
+        .bind(agent)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        let events: Vec<Event> = rows.iter().map(event_from_row).collect();
+        // The cursor moves past the page; when own events are skipped and the
+        // page is not full, it moves past everything seen (own events included).
+        let new_cursor = if (events.len() as i64) < limit {
+            high.max(since)
+        } else {
+            events.last().map(|e| e.id).unwrap_or(since)
+        };
+        let remaining: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM events WHERE room = $1 AND id > $2 AND id <= $3 \
+             AND (NOT $4 OR actor <> $5)",
+        )
+        .bind(room)
+        .bind(new_cursor)
+        .bind(high)
+        .bind(skip_own)
+        .bind(agent)
+        .fetch_one(&mut *tx)
+        .await?;
+        if advance {
+            sqlx::query(
+                "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, $3) \
+                 ON CONFLICT (room, agent) DO UPDATE SET event_id = GREATEST(cursors.event_id, excluded.event_id)",
+            )
+            .bind(room)
+            .bind(agent)
+            .bind(new_cursor)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+        }
+        Ok(EventPage {
+            since,
+            first_look: cursor.is_none(),
+            events,
+            remaining,
+        })
+    }
+
+    async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM events WHERE room = $1 AND actor <> $2 AND id > \
+             COALESCE((SELECT event_id FROM cursors WHERE room = $1 AND agent = $2), 0) \
+             ORDER BY id LIMIT 1",
+        )
+        .bind(room)
+        .bind(agent)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn cursor(&self, room: &str, agent: &str) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT event_id FROM cursors WHERE room = $1 AND agent = $2")
+                .bind(room)
+                .bind(agent)
+                .fetch_optional(&self.pool)
+                .await?
+                .unwrap_or(0),
+        )
+    }
+
+    async fn insert_audit(&self, rows: &[AuditRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        for r in rows {
+            sqlx::query(
+                "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(r.ts)
+            .bind(&r.agent)
+            .bind(&r.room)
+            .bind(&r.tool)
+            .bind(r.task_id)
+            .bind(&r.outcome)
+            .execute(&mut *tx)
+            .await
+            .map_err(text_error)?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn audit_count(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM audit")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    async fn insert_admin_log(&self, e: &AdminLogEntry) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO admin_log (ts, actor, address, action, target, flagged) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(e.ts)
+        .bind(&e.actor)
+        .bind(&e.address)
+        .bind(&e.action)
+        .bind(&e.target)
+        .bind(e.flagged)
+        .execute(&self.pool)
+        .await
+        .map_err(text_error)?;
+        Ok(())
+    }
+
+    async fn admin_log(&self, limit: i64) -> Result<Vec<AdminLogEntry>> {
+        let rows = sqlx::query("SELECT * FROM admin_log ORDER BY id DESC LIMIT $1")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| AdminLogEntry {
+                id: r.get("id"),
+                ts: r.get("ts"),
+                actor: r.get("actor"),
+                address: r.get("address"),
+                action: r.get("action"),
+                target: r.get("target"),
+                flagged: r.get("flagged"),
+            })
+            .collect())
+    }
+
+    async fn create_task(
+        &self,
+        room: &str,
+        t: &NewTask,
+        audit: &Audit,
+    ) -> Result<(Task, Vec<Event>)> {
+        let mut tx = self.begin_room(room).await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
+             priority, required_skill, needs_review) \
+             VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id",
+        )
+        .bind(room)
+        .bind(&t.title)
+        .bind(&t.body)
+        .bind(t.status.as_str())
+        .bind(&t.assignee)
+        .bind(&t.created_by)
+        .bind(t.now)
+        .bind(&t.priority)
+        .bind(&t.required_skill)
+        .bind(t.needs_review)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(text_error)?;
+        if !t.depends_on.is_empty() {
+            sqlx::query(
+                "INSERT INTO task_deps (task_id, depends_on) SELECT $1, d FROM UNNEST($2::bigint[]) AS d \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(id)
+            .bind(&t.depends_on)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
+            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+        })?;
+        let base = json!({"title": task.title, "status": task.status, "assignee": task.assignee, "version": 1});
+        let mut created = base.clone();
+        created["priority"] = json!(task.priority);
+        created["depends_on"] = json!(task.depends_on);
+        let mut events = vec![
+            insert_event(
+                &mut tx,
+                room,
+                &t.created_by,
+                t.now,
+                &NewEvent {
+                    kind: "task_created",
+                    task_id: Some(id),
+                    message_id: None,
+                    detail: created,
+                },
+            )
+            .await?,
+        ];
+        if t.claimed {
+            events.push(
+                insert_event(
+                    &mut tx,
+                    room,
+                    &t.created_by,
+                    t.now,
+                    &NewEvent {
+                        kind: "task_claimed",
+                        task_id: Some(id),
+                        message_id: None,
+                        detail: base,
+                    },
+                )
+                .await?,
+            );
+        }
+        insert_audit_row(&mut tx, audit, room, Some(id), t.now).await?;
+        tx.commit().await?;
+        Ok((task, events))
+    }
+
+    async fn get_task(&self, room: &str, id: i64) -> Result<Option<Task>> {
+        let mut conn = self.pool.acquire().await?;
+        load_task(&mut conn, room, id).await
+    }
+
+    async fn task_counts(&self, room: &str) -> Result<TaskCounts> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT status, COUNT(*)::BIGINT FROM tasks WHERE room = $1 GROUP BY status",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(TaskCounts::from_rows(rows))
+    }
+
+    async fn list_tasks(&self, room: &str, q: &TaskQuery) -> Result<Vec<Task>> {
+        let statuses: Vec<&str> = q.statuses.iter().map(|s| s.as_str()).collect();
+        let mut conn = self.pool.acquire().await?;
+        let rows = sqlx::query(task_sql(
+            "SELECT {} FROM tasks WHERE room = $1 \
+             AND (cardinality($2::text[]) = 0 OR status = ANY($2)) \
+             AND ($3::text IS NULL OR assignee = $3) AND ($4::bigint IS NULL OR id < $4) \
+             ORDER BY id DESC LIMIT $5",
+        ))
+        .bind(room)
+        .bind(statuses)
+        .bind(&q.assignee)
+        .bind(q.before_id)
+        .bind(q.limit)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut tasks = rows.iter().map(task_from_row).collect::<Result<Vec<_>>>()?;
+        fill_deps(&mut conn, &mut tasks).await?;
+        Ok(tasks)
+    }
+
+    async fn apply_task_change(
+        &self,
+        room: &str,
+        id: i64,
+        c: &TaskChange,
+        audit: Option<&Audit>,
+    ) -> Result<Option<(Task, Vec<Event>)>> {
+        let mut tx = self.begin_room(room).await?;
+        // Guarded by the version the domain decided on: a change decided on a
+        // task that moved on since (on any replica) writes nothing.
+        let done = sqlx::query(
+            "UPDATE tasks SET status = $3, assignee = $4, body = $5, result = $6, lease_seconds = $7, \
+             lease_expires_ts = $8, version = version + 1, updated_ts = $9 \
+             WHERE id = $1 AND room = $2 AND version = $10",
+        )
+        .bind(id)
+        .bind(room)
+        .bind(c.status.as_str())
+        .bind(&c.assignee)
+        .bind(&c.body)
+        .bind(&c.result)
+        .bind(c.lease_seconds)
+        .bind(c.lease_expires_ts)
+        .bind(c.now)
+        .bind(c.expected_version)
+        .execute(&mut *tx)
+        .await
+        .map_err(text_error)?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        let actor = audit
+            .map(|a| a.agent.clone())
+            .unwrap_or_else(|| crate::domain::board::SERVER_ACTOR.to_owned());
+        let note_id = match &c.note {
+            Some(NewNote {
+                author,
+                body,
+                mentions,
+            }) => {
+                let note_id: i64 = sqlx::query_scalar(
+                    "INSERT INTO notes (task_id, room, ts, author, body) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                )
+                .bind(id)
+                .bind(room)
+                .bind(c.now)
+                .bind(author)
+                .bind(body)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(text_error)?;
+                insert_mentions(
+                    &mut tx,
+                    room,
+                    mentions,
+                    None,
+                    Some(note_id),
+                    Some(id),
+                    author,
+                    body,
+                    c.now,
+                )
+                .await?;
+                Some(note_id)
+            }
+            None => None,
+        };
+        let mut events = Vec::with_capacity(c.events.len());
+        for e in &c.events {
+            let mut e = e.clone();
+            if e.kind == "note_added"
+                && let (Some(note_id), Some(note)) = (note_id, &c.note)
+            {
+                e.detail["note_id"] = json!(note_id);
+                e.detail["body"] = json!(note.body);
+                e.detail["mentions"] = json!(note.mentions);
+            }
+            events.push(insert_event(&mut tx, room, &actor, c.now, &e).await?);
+        }
+        if let Some(audit) = audit {
+            insert_audit_row(&mut tx, audit, room, Some(id), c.now).await?;
+        }
+        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
+            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+        })?;
+        tx.commit().await?;
+        Ok(Some((task, events)))
+    }
+
+    async fn lapsed_leases(&self, now: i64) -> Result<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT room, id FROM tasks WHERE lease_expires_ts IS NOT NULL AND lease_expires_ts <= $1 \
+             AND status IN ('in_progress', 'blocked') LIMIT 500",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn notes(&self, task_id: i64) -> Result<Vec<Note>> {
+        let rows = sqlx::query("SELECT * FROM notes WHERE task_id = $1 ORDER BY id")
+            .bind(task_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Note {
+                id: r.get("id"),
+                task_id: r.get("task_id"),
+                author: r.get("author"),
+                ts: r.get("ts"),
+                body: r.get("body"),
+            })
+            .collect())
+    }
+
+    async fn my_mentions(
+        &self,
+        room: &str,
+        agent: &str,
+        since_id: i64,
+        limit: i64,
+    ) -> Result<Vec<Mention>> {
+        let rows = sqlx::query(
+            "SELECT * FROM mentions WHERE room = $1 AND agent = $2 AND id > $3 ORDER BY id LIMIT $4",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(since_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Mention {
+                id: r.get("id"),
+                message_id: r.get("message_id"),
+                note_id: r.get("note_id"),
+                task_id: r.get("task_id"),
+                author: r.get("author"),
+                ts: r.get("ts"),
+                body: r.get("body"),
+            })
+            .collect())
+    }
+
+    async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>> {
+        // The words are letters and digits only; `plainto_tsquery` ANDs them
+        // and reads nothing in them as syntax. The query text is split by the
+        // same function as the indexed text (see the migration).
+        let rows = sqlx::query(
+            "WITH q AS (SELECT plainto_tsquery('simple', \
+                 regexp_replace($2, '[^[:alnum:]]+', ' ', 'g')) AS q), \
+             hits AS ( \
+                 SELECT 'message' AS kind, m.id AS id, NULL::bigint AS task_id, m.author, m.ts, m.body AS text, \
+                     ts_rank(search_words(m.body), q.q) AS rank \
+                 FROM messages m, q WHERE m.room = $1 AND search_words(m.body) @@ q.q \
+                 UNION ALL \
+                 SELECT 'task', t.id, t.id, t.created_by, t.created_ts, t.title || E'\\n' || t.body, \
+                     ts_rank(search_words(t.title || E'\\n' || t.body), q.q) \
+                 FROM tasks t, q WHERE t.room = $1 AND search_words(t.title || E'\\n' || t.body) @@ q.q \
+                 UNION ALL \
+                 SELECT 'note', n.id, n.task_id, n.author, n.ts, n.body, \
+                     ts_rank(search_words(n.body), q.q) \
+                 FROM notes n, q WHERE n.room = $1 AND search_words(n.body) @@ q.q \
+                 ORDER BY rank DESC, id DESC LIMIT $3) \
+             SELECT hits.kind, hits.id, hits.task_id, hits.author, hits.ts, \
+                 ts_headline('simple', hits.text, q.q, \
+                     'StartSel=[, StopSel=], MaxWords=12, MinWords=4, ShortWord=0, MaxFragments=1, FragmentDelimiter=…') AS snippet \
+             FROM hits, q ORDER BY hits.rank DESC, hits.id DESC",
+        )
+        .bind(room)
+        .bind(words.join(" "))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let kind: String = r.get("kind");
+                let id: i64 = r.get("id");
+                SearchHit {
+                    message_id: (kind == "message").then_some(id),
+                    task_id: r.get("task_id"),
+                    note_id: (kind == "note").then_some(id),
+                    kind,
+                    author: r.get("author"),
+                    ts: r.get("ts"),
+                    snippet: r.get("snippet"),
+                }
+            })
+            .collect())
+    }
+
+    async fn put_file(&self, room: &str, f: &NewFile, audit: &Audit) -> Result<(FileMeta, Event)> {
+        let mut tx = self.begin_room(room).await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO files (room, name, mime, size, sha256, content, author, ts, expires_ts, task_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+        )
+        .bind(room)
+        .bind(&f.name)
+        .bind(&f.mime)
+        .bind(f.content.len() as i64)
+        .bind(&f.sha256)
+        .bind(&f.content)
+        .bind(&f.author)
+        .bind(f.now)
+        .bind(f.expires_at)
+        .bind(f.task_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(text_error)?;
+        let meta = FileMeta {
+            file_id: id,
+            name: f.name.clone(),
+            sha256: f.sha256.clone(),
+            size: f.content.len() as i64,
+            mime: f.mime.clone(),
+            author: f.author.clone(),
+            ts: f.now,
+            expires_at: f.expires_at,
+            task_id: f.task_id,
+        };
+        let event = insert_event(
+            &mut tx,
+            room,
+            &f.author,
+            f.now,
+            &NewEvent {
+                kind: "file_added",
+                task_id: f.task_id,
+                message_id: None,
+                detail: json!({"file_id": id, "name": f.name, "size": meta.size, "sha256": f.sha256}),
+            },
+        )
+        .await?;
+        insert_audit_row(&mut tx, audit, room, f.task_id, f.now).await?;
+        tx.commit().await?;
+        Ok((meta, event))
+    }
+
+    async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>> {
+        let row = sqlx::query(
+            "SELECT * FROM files WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)",
+        )
+        .bind(id)
+        .bind(room)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| (file_from_row(&r), r.get("content"))))
+    }
+
+    async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>> {
+        let row = sqlx::query(
+            "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
+             WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)",
+        )
+        .bind(id)
+        .bind(room)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(file_from_row))
+    }
+
+    async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {
+        let rows = sqlx::query(
+            "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
+             WHERE room = $1 AND (expires_ts IS NULL OR expires_ts > $2) ORDER BY id DESC LIMIT $3",
+        )
+        .bind(room)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(file_from_row).collect())
+    }
+
+    async fn delete_file(&self, room: &str, id: i64, audit: &Audit) -> Result<Option<Event>> {
+        let now = crate::clock::now_ms();
+        let mut tx = self.begin_room(room).await?;
+        let row =
+            sqlx::query("DELETE FROM files WHERE id = $1 AND room = $2 RETURNING name, task_id")
+                .bind(id)
+                .bind(room)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some(row) = row else { return Ok(None) };
+        let name: String = row.get("name");
+        let task_id: Option<i64> = row.get("task_id");
+        let event = insert_event(
+            &mut tx,
+            room,
+            &audit.agent,
+            now,
+            &NewEvent {
+                kind: "file_deleted",
+                task_id,
+                message_id: None,
+                detail: json!({"file_id": id, "name": name}),
+            },
+        )
+        .await?;
+        insert_audit_row(&mut tx, audit, room, task_id, now).await?;
+        tx.commit().await?;
+        Ok(Some(event))
+    }
+
+    async fn start_relay(&self, bus: EventBus, shutdown: CancellationToken) -> Result<()> {
+        let relay = Relay {
+            pool: self.pool.clone(),
+            options: self.options.clone().application_name(RELAY_APPLICATION),
+            bus,
+        };
+        // Listen first, then note where each room stands: an event committed
+        // in between is announced, none is lost.
+        let listener = relay.listen().await?;
+        relay.bus.start_relay(latest_per_room(&self.pool).await?);
+        tokio::spawn(relay.run(listener, shutdown));
+        Ok(())
+    }
+
+    async fn dump_table(&self, table: &str, after: i64, limit: i64) -> Result<Vec<Value>> {
+        let t = Table::named(table)?;
+        let select = t
+            .columns
+            .iter()
+            .map(|(c, ty)| match ty {
+                Col::Json => format!("{c}::text AS {c}"),
+                _ => (*c).to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = if t.keyed_by_id {
+            format!("SELECT {select} FROM {table} WHERE id > $1 ORDER BY id LIMIT $2")
+        } else {
+            format!(
+                "SELECT {select} FROM {table} ORDER BY {} OFFSET $1 LIMIT $2",
+                t.order_by()
+            )
+        };
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let mut obj = Map::new();
+            for (c, ty) in t.columns {
+                let v = match ty {
+                    Col::Int => json!(r.try_get::<Option<i64>, _>(*c)?),
+                    Col::Text => json!(r.try_get::<Option<String>, _>(*c)?),
+                    Col::Bool => json!(r.try_get::<Option<bool>, _>(*c)?),
+                    Col::List => json!(r.try_get::<Option<Vec<String>>, _>(*c)?),
+                    Col::Json => r
+                        .try_get::<Option<String>, _>(*c)?
+                        .map(|s| serde_json::from_str(&s).unwrap_or(Value::Null))
+                        .unwrap_or(Value::Null),
+                    Col::Bytes => json!(
+                        r.try_get::<Option<Vec<u8>>, _>(*c)?
+                            .map(|b| base64::engine::general_purpose::STANDARD.encode(b))
+                    ),
+                };
+                obj.insert((*c).to_owned(), v);
+            }
+            out.push(Value::Object(obj));
+        }
+        Ok(out)
+    }
+
+    async fn load_rows(&self, table: &str, rows: &[Value]) -> Result<()> {
+        let t = Table::named(table)?;
+        let placeholders = t
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, (_, ty))| match ty {
+                Col::Json => format!("${}::jsonb", i + 1),
+                _ => format!("${}", i + 1),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO {table} ({}) VALUES ({placeholders})",
+            t.column_list()
+        );
+        let mut tx = self.pool.begin().await?;
+        for row in rows {
+            let mut q = sqlx::query(AssertSqlSafe(sql.clone()));
+            for (c, ty) in t.columns {
+                let v = &row[*c];
+                q = match ty {
+                    Col::Int => q.bind(v.as_i64()),
+                    Col::Text => q.bind(v.as_str().map(str::to_owned)),
+                    Col::Bool => q.bind(v.as_bool()),
+                    Col::List => q.bind(serde_json::from_value::<Vec<String>>(v.clone()).ok()),
+                    Col::Json => q.bind((!v.is_null()).then(|| v.to_string())),
+                    Col::Bytes => q.bind(
+                        v.as_str()
+                            .map(|s| base64::engine::general_purpose::STANDARD.decode(s))
+                            .transpose()
+                            .map_err(|e| {
+                                Error::invalid(format!("bad bytes in {table}.{c}: {e}"))
+                            })?,
+                    ),
+                };
+            }
+            q.execute(&mut *tx).await.map_err(text_error)?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn count_rows(&self, table: &str) -> Result<i64> {
+        let t = Table::named(table)?;
+        Ok(
+            sqlx::query_scalar(AssertSqlSafe(format!("SELECT COUNT(*) FROM {}", t.name)))
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn id_high_water(&self, table: &str) -> Result<i64> {
+        let t = Table::named(table)?;
+        if !t.keyed_by_id {
+            return Ok(0);
+        }
+        // The sequence's last value counts only once it was used.
+        Ok(sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT GREATEST(COALESCE((SELECT MAX(id) FROM {0}), 0), \
+             COALESCE((SELECT last_value FROM pg_sequences \
+                       WHERE schemaname || '.' || sequencename = pg_get_serial_sequence('{0}', 'id')), 0))",
+            t.name
+        )))
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    async fn set_id_floor(&self, table: &str, high: i64) -> Result<()> {
+        let t = Table::named(table)?;
+        if !t.keyed_by_id {
+            return Ok(());
+        }
+        let high = high.max(self.id_high_water(table).await?);
+        sqlx::query(AssertSqlSafe(format!(
+            "SELECT setval(pg_get_serial_sequence('{}', 'id'), GREATEST($1, 1), $1 > 0)",
+            t.name
+        )))
+        .bind(high)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
+/// Relays the events that other replicas commit to this replica's bus.
+struct Relay {
+    pool: PgPool,
+    options: PgConnectOptions,
+    bus: EventBus,
+}
+
+impl Relay {
+    /// A listening connection of its own (named [`RELAY_APPLICATION`]).
+    async fn listen(&self) -> Result<PgListener> {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(self.options.clone())
+            .await?;
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.ignore_pool_close_event(true);
+        // A lost connection is replaced by `run`, which then catches up.
+        listener.eager_reconnect(false);
+        listener.listen(CHANNEL).await?;
+        Ok(listener)
+    }
+
+    /// Waits for announcements and relays them; a lost listening connection
+    /// is replaced and the events committed meanwhile are read from the
+    /// table, so nothing is missed.
+    async fn run(self, mut listener: PgListener, shutdown: CancellationToken) {
+        loop {
+            let lost = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                received = listener.try_recv() => match received {
+                    Ok(Some(n)) => {
+                        let mut rooms = vec![announced(n.payload())];
+                        while let Some(n) = listener.next_buffered() {
+                            rooms.push(announced(n.payload()));
+                        }
+                        self.relay_announced(rooms).await;
+                        false
+                    }
+                    Ok(None) => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the event relay lost its PostgreSQL connection");
+                        true
+                    }
+                },
+            };
+            if lost {
+                let mut wait = Duration::from_millis(100);
+                listener = loop {
+                    match self.listen().await {
+                        Ok(l) => break l,
+                        Err(e) => {
+                            e.log_if_internal();
+                            tokio::select! {
+                                _ = shutdown.cancelled() => return,
+                                _ = tokio::time::sleep(wait) => {}
+                            }
+                            wait = (wait * 2).min(Duration::from_secs(5));
+                        }
+                    }
+                };
+                tracing::info!("the event relay is listening again; catching up");
+                if let Err(e) = self.catch_up().await {
+                    e.log_if_internal();
+                }
+            }
+        }
+    }
+
+    /// Relays what the announcements name: per room, every event past what
+    /// the bus has, up to (at least) the announced id.
+    async fn relay_announced(&self, announced: Vec<Option<(String, i64)>>) {
+        let mut rooms: Vec<(String, i64)> = Vec::new();
+        for (room, id) in announced.into_iter().flatten() {
+            match rooms.iter_mut().find(|(r, _)| *r == room) {
+                Some(entry) => entry.1 = entry.1.max(id),
+                None => rooms.push((room, id)),
+            }
+        }
+        for (room, id) in rooms {
+            if let Err(e) = self.relay_room(&room, id).await {
+                e.log_if_internal();
+            }
+        }
+    }
+
+    /// After a reconnection: relays every room that moved on meanwhile.
+    async fn catch_up(&self) -> Result<()> {
+        for (room, id) in latest_per_room(&self.pool).await? {
+            self.relay_room(&room, id).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads `room`'s events past what the bus has, in id order, and
+    /// publishes them. An announcement arrives once its transaction
+    /// committed, so the announced id is normally visible at once; a few
+    /// short retries cover a slow snapshot (or an event pruned meanwhile).
+    async fn relay_room(&self, room: &str, announced: i64) -> Result<()> {
+        const PAGE: usize = 500;
+        let mut attempt = 0u32;
+        loop {
+            let from = self.bus.relayed_upto(room);
+            if from >= announced {
+                return Ok(());
+            }
+            let rows = sqlx::query(AssertSqlSafe(format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE room = $1 AND id > $2 ORDER BY id LIMIT {PAGE}"
+            )))
+            .bind(room)
+            .bind(from)
+            .fetch_all(&self.pool)
+            .await?;
+            let events: Vec<Event> = rows.iter().map(event_from_row).collect();
+            let full = events.len() == PAGE;
+            if let Some(last) = events.last().map(|e| e.id) {
+                self.bus.publish_relayed(room, events, last);
+            }
+            if full || self.bus.relayed_upto(room) >= announced {
+                continue;
+            }
+            attempt += 1;
+            if attempt > 5 {
+                tracing::warn!(room, announced, "an announced event could not be read back");
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10 << attempt)).await;
+        }
+    }
+}
+
+/// The `(room, id)` an announcement names.
+fn announced(payload: &str) -> Option<(String, i64)> {
+    let (room, id) = payload.rsplit_once(' ')?;
+    Some((room.to_owned(), id.parse().ok()?))
+}
