@@ -19,40 +19,9 @@ use proptest::test_runner::{Config as PtConfig, TestRunner};
 use serde_json::{Value, json};
 use spawned::Spawned;
 
-/// The tools of the contract, plus names that are not tools.
-const TOOL_NAMES: &[&str] = &[
-    "whoami",
-    "list_agents",
-    "get_room_info",
-    "set_room_info",
-    "post_message",
-    "read_messages",
-    "read_events",
-    "whats_new",
-    "wait_for_change",
-    "set_retention",
-    "delete_room",
-    "list_tasks",
-    "get_task",
-    "create_task",
-    "claim_task",
-    "update_task",
-    "release_task",
-    "add_note",
-    "submit_result",
-    "review_task",
-    "cancel_task",
-    "my_mentions",
-    "search",
-    "put_file",
-    "get_file",
-    "list_files",
-    "delete_file",
-    "",
-    "WHOAMI",
-    "no_such_tool",
-    "../etc/passwd",
-];
+/// Names that are not tools, besides the tools of the contract
+/// (`chatroom::mcp::TOOLS`).
+const NOT_TOOLS: &[&str] = &["", "WHOAMI", "no_such_tool", "../etc/passwd"];
 
 /// Argument names the tools know, so random values reach their parsers.
 const ARG_NAMES: &[&str] = &[
@@ -182,10 +151,19 @@ fn rpc_shape() -> impl Strategy<Value = Value> {
         })
 }
 
+/// Every tool of the contract and a few names that are not tools.
+fn tool_names() -> Vec<&'static str> {
+    chatroom::mcp::TOOLS
+        .iter()
+        .chain(NOT_TOOLS)
+        .copied()
+        .collect()
+}
+
 fn tool_call() -> impl Strategy<Value = Value> {
     (
         prop_oneof![
-            5 => prop::sample::select(TOOL_NAMES).prop_map(str::to_owned),
+            5 => prop::sample::select(tool_names()).prop_map(str::to_owned),
             1 => text(),
         ],
         arguments(),

@@ -27,6 +27,7 @@ use crate::error::Error;
 use crate::server::AppState;
 
 pub use reply::UNTRUSTED_WARNING;
+pub use tools::TOOLS;
 
 /// The MCP server: a cheap clone of the shared state, made once per request.
 #[derive(Clone)]
