@@ -645,20 +645,14 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
             _ => errors += 1,
         }
     }
-    let mut r = Report {
-        scenario: "wait_wake".into(),
-        concurrency: n,
-        seconds: started.elapsed().as_secs_f64(),
-        calls: samples.len() as u64,
+    Ok(delivery_report(
+        "wait_wake",
+        n,
+        started,
+        samples,
         errors,
-        ..Report::default()
-    };
-    fill_latencies(&mut r, samples);
-    r.extra.insert(
-        "measures".into(),
-        json!("time from the post's reply to each waiter's reply"),
-    );
-    Ok(r)
+        "time from the post's reply to each waiter's reply",
+    ))
 }
 
 /// Opens `n` `/v1/stream` subscribers, posts once, and times the delivery of
@@ -730,8 +724,27 @@ async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     if let Some(e) = first_error {
         eprintln!("sse_fanout: first error: {e}");
     }
+    Ok(delivery_report(
+        "sse_fanout",
+        n,
+        started,
+        samples,
+        errors,
+        "time from sending the post to each subscriber's delivery",
+    ))
+}
+
+/// The report of a one-shot delivery scenario: latencies of `n` deliveries.
+fn delivery_report(
+    name: &str,
+    n: usize,
+    started: Instant,
+    samples: Vec<u64>,
+    errors: u64,
+    measures: &str,
+) -> Report {
     let mut r = Report {
-        scenario: "sse_fanout".into(),
+        scenario: name.into(),
         concurrency: n,
         seconds: started.elapsed().as_secs_f64(),
         calls: samples.len() as u64,
@@ -739,9 +752,6 @@ async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
         ..Report::default()
     };
     fill_latencies(&mut r, samples);
-    r.extra.insert(
-        "measures".into(),
-        json!("time from sending the post to each subscriber's delivery"),
-    );
-    Ok(r)
+    r.extra.insert("measures".into(), json!(measures));
+    r
 }
