@@ -80,6 +80,20 @@ fn flagged_event(e: &crate::db::Event, agent: &str) -> Value {
     v
 }
 
+/// A change that may be refused softly (claim, release): `{FLAG: true, task}`
+/// or `{FLAG: false, reason, task}`.
+fn soft_outcome(call: &Call, flag: &str, outcome: Outcome) -> Reply {
+    let (done, reason, task) = match outcome {
+        Outcome::Done(task) => (true, None, task),
+        Outcome::Refused { reason, task } => (false, Some(reason), task),
+    };
+    let mut body = json!({flag: done, "task": task});
+    if let Some(reason) = reason {
+        body["reason"] = json!(reason);
+    }
+    Reply::new(call, &task.room, body).untrusted()
+}
+
 /// The statuses a client may name in `update_task`.
 fn parse_status(s: Option<&str>) -> Result<Option<Status>, Error> {
     s.map(Status::parse).transpose()
@@ -506,19 +520,7 @@ impl Chatroom {
                     .core
                     .claim_task(&call, a.room.as_deref(), a.task_id, a.lease_seconds)
                     .await?;
-                Ok(match outcome {
-                    Outcome::Done(task) => Reply::new(
-                        &call,
-                        &task.room.clone(),
-                        json!({"claimed": true, "task": task}),
-                    ),
-                    Outcome::Refused { reason, task } => Reply::new(
-                        &call,
-                        &task.room.clone(),
-                        json!({"claimed": false, "reason": reason, "task": task}),
-                    ),
-                }
-                .untrusted())
+                Ok(soft_outcome(&call, "claimed", outcome))
             }
             .await,
         )
@@ -563,19 +565,7 @@ impl Chatroom {
                     .core
                     .release_task(&call, a.room.as_deref(), a.task_id, a.reason.as_deref())
                     .await?;
-                Ok(match outcome {
-                    Outcome::Done(task) => Reply::new(
-                        &call,
-                        &task.room.clone(),
-                        json!({"released": true, "task": task}),
-                    ),
-                    Outcome::Refused { reason, task } => Reply::new(
-                        &call,
-                        &task.room.clone(),
-                        json!({"released": false, "reason": reason, "task": task}),
-                    ),
-                }
-                .untrusted())
+                Ok(soft_outcome(&call, "released", outcome))
             }
             .await,
         )
