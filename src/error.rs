@@ -104,6 +104,12 @@ impl From<sqlx::Error> for Error {
     }
 }
 
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::Internal(e.into())
+    }
+}
+
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         self.log_if_internal();

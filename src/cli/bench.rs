@@ -49,6 +49,8 @@ pub struct BenchArgs {
 #[value(rename_all = "snake_case")]
 enum Scenario {
     Baseline,
+    /// Extra: `whoami`, the cheapest authenticated tool call (MCP + auth floor).
+    Whoami,
     PostMessage,
     ReadMessages,
     WhatsNew,
@@ -207,6 +209,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     for s in scenarios {
         let mut r =
             match s {
+                Scenario::Whoami => {
+                    throughput(
+                        "whoami",
+                        &agents,
+                        args.concurrency,
+                        duration,
+                        |a, _| async move { a.call("whoami", json!({})).await.map(drop) },
+                    )
+                    .await
+                }
                 Scenario::PostMessage => {
                     throughput(
                         "post_message",

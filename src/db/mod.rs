@@ -225,9 +225,6 @@ pub struct Audit {
 pub trait Store: Send + Sync + 'static {
     /// `Ok` when the database answers.
     async fn health(&self) -> Result<()>;
-    /// A number that changes whenever another connection or process changed
-    /// the tokens table, so cached identities can be trusted until it moves.
-    async fn tokens_generation(&self) -> Result<i64>;
 
     // Rooms
     async fn create_room(&self, room: &Room) -> Result<bool>;

@@ -370,14 +370,6 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn tokens_generation(&self) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT value FROM counters WHERE name = 'tokens'")
-                .fetch_one(&self.pool)
-                .await?,
-        )
-    }
-
     async fn create_room(&self, room: &Room) -> Result<bool> {
         let done = sqlx::query(
             "INSERT INTO rooms (name, description, repo_url, onboarding_notes, retention_days, created_ts) \

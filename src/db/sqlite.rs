@@ -1,92 +1,182 @@
-//! The SQLite backend: one file in WAL mode, a pool of long-lived reader
-//! connections and a single writer connection. Writes queue for the writer
-//! in process (no busy-wait between our own connections) and start with
-//! `BEGIN IMMEDIATE`, so a transaction never upgrades a read lock and SQLite
-//! serialises writers: event ids commit in id order.
+//! The SQLite backend: one file in WAL mode, one writer connection and a few
+//! reader connections, driven through rusqlite on the calling thread.
+//!
+//! Why not sqlx here: sqlx runs every SQLite connection on a worker thread of
+//! its own and every statement is a round trip to it — two thread wake-ups
+//! per statement, which measured as most of the server's CPU time under load
+//! (see BENCHMARKS.md). A statement on a cached prepared statement takes
+//! microseconds, so it runs in place; the few calls that can take long
+//! (pruning, deleting a room, backups, copies, listings with counts) go to
+//! tokio's blocking pool instead. sqlx still owns the schema: migrations run
+//! through `sqlx::migrate!` on open, as on PostgreSQL.
+//!
+//! Writes queue for the one writer in process (an async mutex: a waiting
+//! write parks its task, not a thread) and start with `BEGIN IMMEDIATE`, so a
+//! transaction never upgrades a read lock and SQLite serialises writers:
+//! event ids commit in id order.
 
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params,
 };
-use sqlx::{Connection, Row};
+use serde_json::{Value, json};
+use sqlx::Connection as _;
 
 use super::*;
 use crate::domain::board::{NewNote, Status};
 use crate::error::Error;
 
+/// Idle reader connections kept open; more are opened when several threads
+/// read at once and closed again beyond this.
+const IDLE_READERS: usize = 8;
+
 pub struct SqliteStore {
-    read: SqlitePool,
-    write: SqlitePool,
-    /// A connection of its own to watch `PRAGMA data_version`.
-    watch: tokio::sync::Mutex<SqliteConnection>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: String,
+    writer: Arc<tokio::sync::Mutex<Connection>>,
+    readers: Mutex<Vec<Connection>>,
 }
 
 impl SqliteStore {
     /// Opens (creating if needed) and migrates the database file at `path`.
     pub async fn open(path: &str) -> anyhow::Result<SqliteStore> {
-        let options = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?
             .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // WAL + NORMAL: a commit survives a crash of the process; only a
-            // power loss can take the last commits back.
-            .synchronous(SqliteSynchronous::Normal)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true)
-            .pragma("temp_store", "memory")
-            .pragma("cache_size", "-16000");
-        let write = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options.clone())
+            .foreign_keys(true);
+        let mut conn = sqlx::SqliteConnection::connect_with(&options)
             .await
             .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
         sqlx::migrate!("migrations/sqlite")
-            .run(&write)
+            .run(&mut conn)
             .await
             .map_err(|e| anyhow::anyhow!("cannot migrate database {path}: {e}"))?;
-        let read = SqlitePoolOptions::new()
-            .max_connections(4)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options.clone().read_only(true))
-            .await?;
-        let watch = SqliteConnection::connect_with(&options.read_only(true)).await?;
+        conn.close().await?;
+        let writer = open_connection(path, false)
+            .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
+        let reader = open_connection(path, true)
+            .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
         Ok(SqliteStore {
-            read,
-            write,
-            watch: tokio::sync::Mutex::new(watch),
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                writer: Arc::new(tokio::sync::Mutex::new(writer)),
+                readers: Mutex::new(vec![reader]),
+            }),
         })
     }
 
-    async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.write.begin_with("BEGIN IMMEDIATE").await?)
+    /// Runs `f` on a reader connection, in place.
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.inner.read(f)
+    }
+
+    /// Runs `f` on a reader connection on the blocking pool: for reads whose
+    /// cost grows with the data (counts over whole tables, dumps, backups).
+    async fn read_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.read(f))
+            .await
+            .map_err(|e| Error::internal(anyhow::anyhow!("database task failed: {e}")))?
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE … COMMIT` on the writer, in place;
+    /// an error rolls the whole transaction back.
+    async fn write<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+        let mut conn = self.inner.writer.lock().await;
+        in_transaction(&mut conn, f)
+    }
+
+    /// [`Self::write`] on the blocking pool, for writes that can take long
+    /// (pruning, deleting a room, loading a copy).
+    async fn write_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let mut conn = self.inner.writer.clone().lock_owned().await;
+        tokio::task::spawn_blocking(move || in_transaction(&mut conn, f))
+            .await
+            .map_err(|e| Error::internal(anyhow::anyhow!("database task failed: {e}")))?
     }
 
     /// Copies the database to `path` as one consistent snapshot, while
     /// writers keep going (`VACUUM INTO`).
     pub async fn backup(&self, path: &str) -> Result<()> {
-        sqlx::query("VACUUM INTO $1")
-            .bind(path)
-            .execute(&self.read)
-            .await?;
-        Ok(())
+        let path = path.to_owned();
+        self.read_blocking(move |c| {
+            c.execute("VACUUM INTO ?1", [path])?;
+            Ok(())
+        })
+        .await
     }
 
     /// `PRAGMA integrity_check` answers `ok`.
     pub async fn integrity_ok(&self) -> Result<bool> {
-        let row = sqlx::query("PRAGMA integrity_check")
-            .fetch_one(&self.read)
-            .await?;
-        Ok(row.get::<String, _>(0) == "ok")
+        self.read_blocking(|c| {
+            let verdict: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+            Ok(verdict == "ok")
+        })
+        .await
     }
+}
+
+impl Inner {
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let idle = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let conn = match idle {
+            Some(c) => c,
+            None => open_connection(&self.path, true)?,
+        };
+        let out = f(&conn);
+        let mut idle = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        }
+        out
+    }
+}
+
+fn in_transaction<T>(
+    conn: &mut Connection,
+    f: impl FnOnce(&Transaction) -> Result<T>,
+) -> Result<T> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let out = f(&tx)?;
+    tx.commit()?;
+    Ok(out)
+}
+
+/// Opens one connection with the settings every connection needs.
+fn open_connection(path: &str, read_only: bool) -> rusqlite::Result<Connection> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    // WAL + NORMAL: a commit survives a crash of the process; only a power
+    // loss can take the last commits back.
+    conn.execute_batch(
+        "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+    )?;
+    conn.pragma_update(None, "cache_size", if read_only { -8000 } else { -16000 })?;
+    if !read_only {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+    }
+    Ok(conn)
 }
 
 fn json_list(v: &[String]) -> String {
@@ -97,118 +187,165 @@ fn parse_list(s: &str) -> Vec<String> {
     serde_json::from_str(s).unwrap_or_default()
 }
 
-fn room_from_row(r: &SqliteRow) -> Room {
-    Room {
-        name: r.get("name"),
-        description: r.get("description"),
-        repo_url: r.get("repo_url"),
-        onboarding_notes: r.get("onboarding_notes"),
-        retention_days: r.get("retention_days"),
-    }
+/// Runs a cached statement and maps every row.
+fn rows<T, P: rusqlite::Params>(
+    c: &Connection,
+    sql: &str,
+    params: P,
+    map: impl FnMut(&Row) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let mut stmt = c.prepare_cached(sql)?;
+    let out = stmt
+        .query_map(params, map)?
+        .collect::<rusqlite::Result<Vec<T>>>()?;
+    Ok(out)
 }
 
-fn token_from_row(r: &SqliteRow) -> TokenRecord {
-    TokenRecord {
-        id: r.get("id"),
-        agent: r.get("agent"),
-        room: r.get("room"),
-        also_rooms: parse_list(r.get("also_rooms")),
-        readonly: r.get("readonly"),
-        admin: r.get("admin"),
-        all_rooms: r.get("all_rooms"),
-        lead: r.get("lead"),
-        skills: parse_list(r.get("skills")),
-        created_ts: r.get("created_ts"),
-        revoked_ts: r.get("revoked_ts"),
-        last_seen: r.try_get("last_seen").unwrap_or(None),
-    }
+/// Runs a cached statement and maps its first row, if any.
+fn row<T, P: rusqlite::Params>(
+    c: &Connection,
+    sql: &str,
+    params: P,
+    map: impl FnOnce(&Row) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
+    let mut stmt = c.prepare_cached(sql)?;
+    Ok(stmt.query_row(params, map).optional()?)
 }
 
-fn message_from_row(r: &SqliteRow) -> Message {
-    Message {
-        id: r.get("id"),
-        room: r.get("room"),
-        ts: r.get("ts"),
-        author: r.get("author"),
-        body: r.get("body"),
-        reply_to: r.get("reply_to"),
-    }
+/// Runs a cached statement that returns no rows; gives the rows changed.
+fn exec<P: rusqlite::Params>(c: &Connection, sql: &str, params: P) -> Result<u64> {
+    let mut stmt = c.prepare_cached(sql)?;
+    Ok(stmt.execute(params)? as u64)
 }
 
-fn event_from_row(r: &SqliteRow) -> Event {
-    let detail: String = r.get("detail");
-    Event {
-        id: r.get("id"),
-        room: r.get("room"),
-        ts: r.get("ts"),
-        kind: r.get("kind"),
-        actor: r.get("actor"),
-        task_id: r.get("task_id"),
-        message_id: r.get("message_id"),
-        detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
-    }
-}
-
-fn file_from_row(r: &SqliteRow) -> FileMeta {
-    FileMeta {
-        file_id: r.get("id"),
-        name: r.get("name"),
-        sha256: r.get("sha256"),
-        size: r.get("size"),
-        mime: r.get("mime"),
-        author: r.get("author"),
-        ts: r.get("ts"),
-        expires_at: r.get("expires_ts"),
-        task_id: r.get("task_id"),
-    }
-}
-
-fn task_from_row(r: &SqliteRow) -> Result<Task> {
-    let status: String = r.get("status");
-    Ok(Task {
-        id: r.get("id"),
-        room: r.get("room"),
-        title: r.get("title"),
-        body: r.get("body"),
-        status: Status::parse(&status)
-            .map_err(|_| Error::internal(anyhow::anyhow!("task has unknown status {status:?}")))?,
-        assignee: r.get("assignee"),
-        depends_on: Vec::new(),
-        blocked_by_unfinished: Vec::new(),
-        version: r.get("version"),
-        created_by: r.get("created_by"),
-        created_ts: r.get("created_ts"),
-        updated_ts: r.get("updated_ts"),
-        priority: r.get("priority"),
-        required_skill: r.get("required_skill"),
-        needs_review: r.get("needs_review"),
-        result: r.get("result"),
-        lease_expires_ts: r.get("lease_expires_ts"),
-        lease_seconds: r.get("lease_seconds"),
+fn room_from_row(r: &Row) -> rusqlite::Result<Room> {
+    Ok(Room {
+        name: r.get("name")?,
+        description: r.get("description")?,
+        repo_url: r.get("repo_url")?,
+        onboarding_notes: r.get("onboarding_notes")?,
+        retention_days: r.get("retention_days")?,
     })
+}
+
+fn token_from_row(r: &Row) -> rusqlite::Result<TokenRecord> {
+    Ok(TokenRecord {
+        id: r.get("id")?,
+        agent: r.get("agent")?,
+        room: r.get("room")?,
+        also_rooms: parse_list(&r.get::<_, String>("also_rooms")?),
+        readonly: r.get("readonly")?,
+        admin: r.get("admin")?,
+        all_rooms: r.get("all_rooms")?,
+        lead: r.get("lead")?,
+        skills: parse_list(&r.get::<_, String>("skills")?),
+        created_ts: r.get("created_ts")?,
+        revoked_ts: r.get("revoked_ts")?,
+        last_seen: r.get("last_seen").unwrap_or(None),
+    })
+}
+
+fn message_from_row(r: &Row) -> rusqlite::Result<Message> {
+    Ok(Message {
+        id: r.get("id")?,
+        room: r.get("room")?,
+        ts: r.get("ts")?,
+        author: r.get("author")?,
+        body: r.get("body")?,
+        reply_to: r.get("reply_to")?,
+    })
+}
+
+fn event_from_row(r: &Row) -> rusqlite::Result<Event> {
+    let detail: String = r.get("detail")?;
+    Ok(Event {
+        id: r.get("id")?,
+        room: r.get("room")?,
+        ts: r.get("ts")?,
+        kind: r.get("kind")?,
+        actor: r.get("actor")?,
+        task_id: r.get("task_id")?,
+        message_id: r.get("message_id")?,
+        detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
+    })
+}
+
+fn file_from_row(r: &Row) -> rusqlite::Result<FileMeta> {
+    Ok(FileMeta {
+        file_id: r.get("id")?,
+        name: r.get("name")?,
+        sha256: r.get("sha256")?,
+        size: r.get("size")?,
+        mime: r.get("mime")?,
+        author: r.get("author")?,
+        ts: r.get("ts")?,
+        expires_at: r.get("expires_ts")?,
+        task_id: r.get("task_id")?,
+    })
+}
+
+/// A task row; its status is checked by the caller ([`checked_status`]).
+fn task_from_row(r: &Row) -> rusqlite::Result<(Task, String)> {
+    let status: String = r.get("status")?;
+    Ok((
+        Task {
+            id: r.get("id")?,
+            room: r.get("room")?,
+            title: r.get("title")?,
+            body: r.get("body")?,
+            status: Status::Pending,
+            assignee: r.get("assignee")?,
+            depends_on: Vec::new(),
+            blocked_by_unfinished: Vec::new(),
+            version: r.get("version")?,
+            created_by: r.get("created_by")?,
+            created_ts: r.get("created_ts")?,
+            updated_ts: r.get("updated_ts")?,
+            priority: r.get("priority")?,
+            required_skill: r.get("required_skill")?,
+            needs_review: r.get("needs_review")?,
+            result: r.get("result")?,
+            lease_expires_ts: r.get("lease_expires_ts")?,
+            lease_seconds: r.get("lease_seconds")?,
+        },
+        status,
+    ))
+}
+
+fn checked_status((mut task, status): (Task, String)) -> Result<Task> {
+    task.status = Status::parse(&status)
+        .map_err(|_| Error::internal(anyhow::anyhow!("task has unknown status {status:?}")))?;
+    Ok(task)
 }
 
 const TASK_COLUMNS: &str = "id, room, title, body, status, assignee, version, created_by, created_ts, updated_ts, priority, required_skill, needs_review, result, lease_seconds, lease_expires_ts";
 
+fn const_format_task(template: &str) -> String {
+    template.replacen("{}", TASK_COLUMNS, 1)
+}
+
 /// Fills `depends_on` and `blocked_by_unfinished` of `tasks` in one query.
-async fn fill_deps(conn: &mut SqliteConnection, tasks: &mut [Task]) -> Result<()> {
+fn fill_deps(c: &Connection, tasks: &mut [Task]) -> Result<()> {
     if tasks.is_empty() {
         return Ok(());
     }
     let ids =
         serde_json::to_string(&tasks.iter().map(|t| t.id).collect::<Vec<_>>()).unwrap_or_default();
-    let rows = sqlx::query(
+    let deps = rows(
+        c,
         "SELECT d.task_id, d.depends_on, t.status FROM task_deps d \
          LEFT JOIN tasks t ON t.id = d.depends_on \
-         WHERE d.task_id IN (SELECT value FROM json_each($1)) ORDER BY d.depends_on",
-    )
-    .bind(ids)
-    .fetch_all(&mut *conn)
-    .await?;
-    for row in rows {
-        let task_id: i64 = row.get(0);
-        let dep: i64 = row.get(1);
-        let status: Option<String> = row.get(2);
+         WHERE d.task_id IN (SELECT value FROM json_each(?1)) ORDER BY d.depends_on",
+        [ids],
+        |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<String>>(2)?,
+            ))
+        },
+    )?;
+    for (task_id, dep, status) in deps {
         if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
             task.depends_on.push(dep);
             if status.as_deref() != Some("done") {
@@ -219,45 +356,27 @@ async fn fill_deps(conn: &mut SqliteConnection, tasks: &mut [Task]) -> Result<()
     Ok(())
 }
 
-async fn load_task(conn: &mut SqliteConnection, room: &str, id: i64) -> Result<Option<Task>> {
-    let sql = const_format_task("SELECT {} FROM tasks WHERE id = $1 AND room = $2");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .bind(room)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let Some(row) = row else { return Ok(None) };
-    let mut tasks = [task_from_row(&row)?];
-    fill_deps(conn, &mut tasks).await?;
+fn load_task(c: &Connection, room: &str, id: i64) -> Result<Option<Task>> {
+    let sql = const_format_task("SELECT {} FROM tasks WHERE id = ?1 AND room = ?2");
+    let Some(found) = row(c, &sql, params![id, room], task_from_row)? else {
+        return Ok(None);
+    };
+    let mut tasks = [checked_status(found)?];
+    fill_deps(c, &mut tasks)?;
     let [task] = tasks;
     Ok(Some(task))
 }
 
-fn const_format_task(template: &str) -> String {
-    template.replacen("{}", TASK_COLUMNS, 1)
-}
-
-async fn insert_event(
-    conn: &mut SqliteConnection,
-    room: &str,
-    actor: &str,
-    now: i64,
-    e: &NewEvent,
-) -> Result<Event> {
+fn insert_event(c: &Connection, room: &str, actor: &str, now: i64, e: &NewEvent) -> Result<Event> {
     let detail = e.detail.to_string();
-    let id: i64 = sqlx::query_scalar(
+    let mut stmt = c.prepare_cached(
         "INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-    )
-    .bind(room)
-    .bind(now)
-    .bind(e.kind)
-    .bind(actor)
-    .bind(e.task_id)
-    .bind(e.message_id)
-    .bind(&detail)
-    .fetch_one(&mut *conn)
-    .await?;
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+    )?;
+    let id: i64 = stmt.query_row(
+        params![room, now, e.kind, actor, e.task_id, e.message_id, detail],
+        |r| r.get(0),
+    )?;
     Ok(Event {
         id,
         room: room.to_owned(),
@@ -270,87 +389,126 @@ async fn insert_event(
     })
 }
 
-async fn insert_audit_row(
-    conn: &mut SqliteConnection,
+fn insert_audit_row(
+    c: &Connection,
     audit: &Audit,
     room: &str,
     task_id: Option<i64>,
     now: i64,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, 'ok')",
-    )
-    .bind(now)
-    .bind(&audit.agent)
-    .bind(room)
-    .bind(audit.tool)
-    .bind(task_id)
-    .execute(&mut *conn)
-    .await?;
+    exec(
+        c,
+        "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES (?1, ?2, ?3, ?4, ?5, 'ok')",
+        params![now, audit.agent, room, audit.tool, task_id],
+    )?;
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn insert_mentions(
-    conn: &mut SqliteConnection,
-    room: &str,
-    agents: &[String],
+/// Who was mentioned where: the source of a mention row.
+struct MentionSource<'a> {
     message_id: Option<i64>,
     note_id: Option<i64>,
     task_id: Option<i64>,
-    author: &str,
-    body: &str,
+    author: &'a str,
+    body: &'a str,
     now: i64,
-) -> Result<()> {
+}
+
+fn insert_mentions(c: &Connection, room: &str, agents: &[String], m: &MentionSource) -> Result<()> {
     for agent in agents {
-        sqlx::query(
+        exec(
+            c,
             "INSERT INTO mentions (room, agent, message_id, note_id, task_id, author, ts, body) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(room)
-        .bind(agent)
-        .bind(message_id)
-        .bind(note_id)
-        .bind(task_id)
-        .bind(author)
-        .bind(now)
-        .bind(body)
-        .execute(&mut *conn)
-        .await?;
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                room,
+                agent,
+                m.message_id,
+                m.note_id,
+                m.task_id,
+                m.author,
+                m.now,
+                m.body
+            ],
+        )?;
     }
     Ok(())
 }
 
 /// Deletes a room's chat, events, mentions and files older than `cutoff`.
-async fn prune_room(conn: &mut SqliteConnection, room: &str, cutoff: i64) -> Result<PruneCount> {
-    let messages = sqlx::query("DELETE FROM messages WHERE room = $1 AND ts < $2")
-        .bind(room)
-        .bind(cutoff)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-    sqlx::query("DELETE FROM mentions WHERE room = $1 AND ts < $2 AND message_id IS NOT NULL")
-        .bind(room)
-        .bind(cutoff)
-        .execute(&mut *conn)
-        .await?;
-    let events = sqlx::query("DELETE FROM events WHERE room = $1 AND ts < $2")
-        .bind(room)
-        .bind(cutoff)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-    let files = sqlx::query("DELETE FROM files WHERE room = $1 AND ts < $2")
-        .bind(room)
-        .bind(cutoff)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
+fn prune_room(c: &Connection, room: &str, cutoff: i64) -> Result<PruneCount> {
+    let messages = exec(
+        c,
+        "DELETE FROM messages WHERE room = ?1 AND ts < ?2",
+        params![room, cutoff],
+    )?;
+    exec(
+        c,
+        "DELETE FROM mentions WHERE room = ?1 AND ts < ?2 AND message_id IS NOT NULL",
+        params![room, cutoff],
+    )?;
+    let events = exec(
+        c,
+        "DELETE FROM events WHERE room = ?1 AND ts < ?2",
+        params![room, cutoff],
+    )?;
+    let files = exec(
+        c,
+        "DELETE FROM files WHERE room = ?1 AND ts < ?2",
+        params![room, cutoff],
+    )?;
     Ok(PruneCount {
         messages,
         events,
         files,
     })
+}
+
+/// The events of a room after `since`, optionally without `agent`'s own.
+const EVENTS_AFTER: &str = "SELECT * FROM events WHERE room = ?1 AND id > ?2 AND (?3 = 0 OR actor <> ?4) ORDER BY id LIMIT ?5";
+
+/// One `whats_new` page read on `c` (a transaction: the reads agree).
+fn event_page(
+    c: &Connection,
+    room: &str,
+    agent: &str,
+    limit: i64,
+    skip_own: bool,
+) -> Result<(Option<i64>, Vec<Event>, i64, i64)> {
+    let cursor: Option<i64> = row(
+        c,
+        "SELECT event_id FROM cursors WHERE room = ?1 AND agent = ?2",
+        params![room, agent],
+        |r| r.get(0),
+    )?;
+    let since = cursor.unwrap_or(0);
+    let events = rows(
+        c,
+        EVENTS_AFTER,
+        params![room, since, skip_own, agent, limit],
+        event_from_row,
+    )?;
+    // The cursor moves past the page; when own events are skipped and the
+    // page is not full, it moves past everything seen (own events included).
+    let new_cursor = if (events.len() as i64) < limit {
+        row(
+            c,
+            "SELECT COALESCE(MAX(id), ?2) FROM events WHERE room = ?1",
+            params![room, since],
+            |r| r.get(0),
+        )?
+        .unwrap_or(since)
+    } else {
+        events.last().map(|e| e.id).unwrap_or(since)
+    };
+    let remaining: i64 = row(
+        c,
+        "SELECT COUNT(*) FROM events WHERE room = ?1 AND id > ?2 AND (?3 = 0 OR actor <> ?4)",
+        params![room, new_cursor, skip_own, agent],
+        |r| r.get(0),
+    )?
+    .unwrap_or(0);
+    Ok((cursor, events, new_cursor, remaining))
 }
 
 #[async_trait]
@@ -360,61 +518,67 @@ impl Store for SqliteStore {
     }
 
     async fn health(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.read).await?;
-        Ok(())
-    }
-
-    async fn tokens_generation(&self) -> Result<i64> {
-        let mut conn = self.watch.lock().await;
-        Ok(sqlx::query_scalar("PRAGMA data_version")
-            .fetch_one(&mut *conn)
-            .await?)
+        self.read(|c| {
+            row(c, "SELECT 1", [], |r| r.get::<_, i64>(0))?;
+            Ok(())
+        })
     }
 
     async fn create_room(&self, room: &Room) -> Result<bool> {
-        let done = sqlx::query(
-            "INSERT INTO rooms (name, description, repo_url, onboarding_notes, retention_days, created_ts) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(&room.name)
-        .bind(&room.description)
-        .bind(&room.repo_url)
-        .bind(&room.onboarding_notes)
-        .bind(room.retention_days)
-        .bind(crate::clock::now_ms())
-        .execute(&self.write)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        let now = crate::clock::now_ms();
+        self.write(|c| {
+            let n = exec(
+                c,
+                "INSERT INTO rooms (name, description, repo_url, onboarding_notes, retention_days, created_ts) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (name) DO NOTHING",
+                params![
+                    room.name,
+                    room.description,
+                    room.repo_url,
+                    room.onboarding_notes,
+                    room.retention_days,
+                    now
+                ],
+            )?;
+            Ok(n == 1)
+        })
+        .await
     }
 
     async fn get_room(&self, name: &str) -> Result<Option<Room>> {
-        let row = sqlx::query("SELECT * FROM rooms WHERE name = $1")
-            .bind(name)
-            .fetch_optional(&self.read)
-            .await?;
-        Ok(row.as_ref().map(room_from_row))
+        self.read(|c| {
+            row(
+                c,
+                "SELECT * FROM rooms WHERE name = ?1",
+                [name],
+                room_from_row,
+            )
+        })
     }
 
     async fn list_rooms(&self) -> Result<Vec<RoomSummary>> {
-        let rows = sqlx::query(
-            "SELECT r.*, \
-             (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status IN ('pending','in_progress','blocked','in_review')) AS open_tasks, \
-             (SELECT COUNT(*) FROM messages m WHERE m.room = r.name) AS messages, \
-             (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > $1)) AS files \
-             FROM rooms r ORDER BY r.name",
-        )
-        .bind(crate::clock::now_ms())
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| RoomSummary {
-                room: room_from_row(r),
-                open_tasks: r.get("open_tasks"),
-                messages: r.get("messages"),
-                files: r.get("files"),
-            })
-            .collect())
+        // Counts over whole tables: off the async workers.
+        let now = crate::clock::now_ms();
+        self.read_blocking(move |c| {
+            rows(
+                c,
+                "SELECT r.*, \
+                 (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status IN ('pending','in_progress','blocked','in_review')) AS open_tasks, \
+                 (SELECT COUNT(*) FROM messages m WHERE m.room = r.name) AS messages, \
+                 (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > ?1)) AS files \
+                 FROM rooms r ORDER BY r.name",
+                [now],
+                |r| {
+                    Ok(RoomSummary {
+                        room: room_from_row(r)?,
+                        open_tasks: r.get("open_tasks")?,
+                        messages: r.get("messages")?,
+                        files: r.get("files")?,
+                    })
+                },
+            )
+        })
+        .await
     }
 
     async fn update_room_info(
@@ -424,49 +588,47 @@ impl Store for SqliteStore {
         audit: Option<&Audit>,
     ) -> Result<Option<(Room, Event)>> {
         let now = crate::clock::now_ms();
-        let mut tx = self.begin().await?;
-        let row = sqlx::query(
-            "UPDATE rooms SET description = COALESCE($2, description), \
-             repo_url = COALESCE($3, repo_url), onboarding_notes = COALESCE($4, onboarding_notes) \
-             WHERE name = $1 RETURNING *",
-        )
-        .bind(room)
-        .bind(&info.description)
-        .bind(&info.repo_url)
-        .bind(&info.onboarding_notes)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let updated = room_from_row(&row);
-        let mut fields = Vec::new();
-        if info.description.is_some() {
-            fields.push("description");
-        }
-        if info.repo_url.is_some() {
-            fields.push("repo_url");
-        }
-        if info.onboarding_notes.is_some() {
-            fields.push("onboarding_notes");
-        }
-        let actor = audit.map(|a| a.agent.as_str()).unwrap_or("(admin)");
-        let event = insert_event(
-            &mut tx,
-            room,
-            actor,
-            now,
-            &NewEvent {
-                kind: "room_info_updated",
-                task_id: None,
-                message_id: None,
-                detail: json!({"fields": fields}),
-            },
-        )
-        .await?;
-        if let Some(audit) = audit {
-            insert_audit_row(&mut tx, audit, room, None, now).await?;
-        }
-        tx.commit().await?;
-        Ok(Some((updated, event)))
+        self.write(|c| {
+            let Some(updated) = row(
+                c,
+                "UPDATE rooms SET description = COALESCE(?2, description), \
+                 repo_url = COALESCE(?3, repo_url), onboarding_notes = COALESCE(?4, onboarding_notes) \
+                 WHERE name = ?1 RETURNING *",
+                params![room, info.description, info.repo_url, info.onboarding_notes],
+                room_from_row,
+            )?
+            else {
+                return Ok(None);
+            };
+            let mut fields = Vec::new();
+            if info.description.is_some() {
+                fields.push("description");
+            }
+            if info.repo_url.is_some() {
+                fields.push("repo_url");
+            }
+            if info.onboarding_notes.is_some() {
+                fields.push("onboarding_notes");
+            }
+            let actor = audit.map(|a| a.agent.as_str()).unwrap_or("(admin)");
+            let event = insert_event(
+                c,
+                room,
+                actor,
+                now,
+                &NewEvent {
+                    kind: "room_info_updated",
+                    task_id: None,
+                    message_id: None,
+                    detail: json!({"fields": fields}),
+                },
+            )?;
+            if let Some(audit) = audit {
+                insert_audit_row(c, audit, room, None, now)?;
+            }
+            Ok(Some((updated, event)))
+        })
+        .await
     }
 
     async fn set_retention(
@@ -476,188 +638,209 @@ impl Store for SqliteStore {
         audit: Option<&Audit>,
         now: i64,
     ) -> Result<Option<(Event, PruneCount)>> {
-        let mut tx = self.begin().await?;
-        let done = sqlx::query("UPDATE rooms SET retention_days = $2 WHERE name = $1")
-            .bind(room)
-            .bind(days)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Ok(None);
-        }
-        let pruned = if days > 0 {
-            prune_room(&mut tx, room, now - days * 86_400_000).await?
-        } else {
-            PruneCount::default()
-        };
-        let actor = audit.map(|a| a.agent.as_str()).unwrap_or("(admin)");
-        let event = insert_event(
-            &mut tx,
-            room,
-            actor,
-            now,
-            &NewEvent {
-                kind: "retention_set",
-                task_id: None,
-                message_id: None,
-                detail: json!({"days": days, "pruned": pruned}),
-            },
-        )
-        .await?;
-        if let Some(audit) = audit {
-            insert_audit_row(&mut tx, audit, room, None, now).await?;
-        }
-        tx.commit().await?;
-        Ok(Some((event, pruned)))
+        // Pruning a large room takes a while: off the async workers.
+        let room = room.to_owned();
+        let audit = audit.cloned();
+        self.write_blocking(move |c| {
+            let n = exec(
+                c,
+                "UPDATE rooms SET retention_days = ?2 WHERE name = ?1",
+                params![room, days],
+            )?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let pruned = if days > 0 {
+                prune_room(c, &room, now - days * 86_400_000)?
+            } else {
+                PruneCount::default()
+            };
+            let actor = audit
+                .as_ref()
+                .map(|a| a.agent.as_str())
+                .unwrap_or("(admin)");
+            let event = insert_event(
+                c,
+                &room,
+                actor,
+                now,
+                &NewEvent {
+                    kind: "retention_set",
+                    task_id: None,
+                    message_id: None,
+                    detail: json!({"days": days, "pruned": pruned}),
+                },
+            )?;
+            if let Some(audit) = &audit {
+                insert_audit_row(c, audit, &room, None, now)?;
+            }
+            Ok(Some((event, pruned)))
+        })
+        .await
     }
 
     async fn delete_room(&self, room: &str) -> Result<bool> {
-        let mut tx = self.begin().await?;
-        for sql in [
-            "DELETE FROM task_deps WHERE task_id IN (SELECT id FROM tasks WHERE room = $1)",
-            "DELETE FROM notes WHERE room = $1",
-            "DELETE FROM tasks WHERE room = $1",
-            "DELETE FROM messages WHERE room = $1",
-            "DELETE FROM mentions WHERE room = $1",
-            "DELETE FROM files WHERE room = $1",
-            "DELETE FROM events WHERE room = $1",
-            "DELETE FROM cursors WHERE room = $1",
-            "DELETE FROM presence WHERE room = $1",
-        ] {
-            sqlx::query(sql).bind(room).execute(&mut *tx).await?;
-        }
-        let done = sqlx::query("DELETE FROM rooms WHERE name = $1")
-            .bind(room)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(done.rows_affected() == 1)
+        let room = room.to_owned();
+        self.write_blocking(move |c| {
+            for sql in [
+                "DELETE FROM task_deps WHERE task_id IN (SELECT id FROM tasks WHERE room = ?1)",
+                "DELETE FROM notes WHERE room = ?1",
+                "DELETE FROM tasks WHERE room = ?1",
+                "DELETE FROM messages WHERE room = ?1",
+                "DELETE FROM mentions WHERE room = ?1",
+                "DELETE FROM files WHERE room = ?1",
+                "DELETE FROM events WHERE room = ?1",
+                "DELETE FROM cursors WHERE room = ?1",
+                "DELETE FROM presence WHERE room = ?1",
+            ] {
+                c.execute(sql, [&room])?;
+            }
+            Ok(c.execute("DELETE FROM rooms WHERE name = ?1", [&room])? == 1)
+        })
+        .await
     }
 
     async fn prune(&self, now: i64) -> Result<PruneCount> {
-        let rooms: Vec<(String, i64)> =
-            sqlx::query_as("SELECT name, retention_days FROM rooms WHERE retention_days > 0")
-                .fetch_all(&self.read)
-                .await?;
+        let rooms = self.read(|c| {
+            rows(
+                c,
+                "SELECT name, retention_days FROM rooms WHERE retention_days > 0",
+                [],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+            )
+        })?;
         let mut total = PruneCount::default();
+        // One transaction a room, so writers get their turn in between.
         for (room, days) in rooms {
-            let mut tx = self.begin().await?;
-            let n = prune_room(&mut tx, &room, now - days * 86_400_000).await?;
-            tx.commit().await?;
+            let n = self
+                .write_blocking(move |c| prune_room(c, &room, now - days * 86_400_000))
+                .await?;
             total.messages += n.messages;
             total.events += n.events;
             total.files += n.files;
         }
-        total.files +=
-            sqlx::query("DELETE FROM files WHERE expires_ts IS NOT NULL AND expires_ts <= $1")
-                .bind(now)
-                .execute(&self.write)
-                .await?
-                .rows_affected();
+        total.files += self
+            .write_blocking(move |c| {
+                exec(
+                    c,
+                    "DELETE FROM files WHERE expires_ts IS NOT NULL AND expires_ts <= ?1",
+                    [now],
+                )
+            })
+            .await?;
         Ok(total)
     }
 
     async fn insert_token(&self, t: &NewToken) -> Result<i64> {
-        Ok(sqlx::query_scalar(
-            "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
-        )
-        .bind(&t.hash)
-        .bind(&t.agent)
-        .bind(&t.room)
-        .bind(json_list(&t.also_rooms))
-        .bind(t.readonly)
-        .bind(t.admin)
-        .bind(t.all_rooms)
-        .bind(t.lead)
-        .bind(json_list(&t.skills))
-        .bind(crate::clock::now_ms())
-        .fetch_one(&self.write)
-        .await?)
+        let now = crate::clock::now_ms();
+        self.write(|c| {
+            let id = row(
+                c,
+                "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+                params![
+                    t.hash,
+                    t.agent,
+                    t.room,
+                    json_list(&t.also_rooms),
+                    t.readonly,
+                    t.admin,
+                    t.all_rooms,
+                    t.lead,
+                    json_list(&t.skills),
+                    now
+                ],
+                |r| r.get(0),
+            )?;
+            id.ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))
+        })
+        .await
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
-        let row = sqlx::query("SELECT * FROM tokens WHERE hash = $1")
-            .bind(hash)
-            .fetch_optional(&self.read)
-            .await?;
-        Ok(row.as_ref().map(token_from_row))
+        self.read(|c| {
+            row(
+                c,
+                "SELECT * FROM tokens WHERE hash = ?1",
+                [hash],
+                token_from_row,
+            )
+        })
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
-        let rows = sqlx::query(
-            "SELECT t.*, (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = t.agent) AS last_seen \
-             FROM tokens t ORDER BY t.id",
-        )
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows.iter().map(token_from_row).collect())
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT t.*, (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = t.agent) AS last_seen \
+                 FROM tokens t ORDER BY t.id",
+                [],
+                token_from_row,
+            )
+        })
     }
 
     async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
-        Ok(
-            sqlx::query(
-                "UPDATE tokens SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
+        self.write(|c| {
+            exec(
+                c,
+                "UPDATE tokens SET revoked_ts = ?2 WHERE agent = ?1 AND revoked_ts IS NULL",
+                params![agent, now],
             )
-            .bind(agent)
-            .bind(now)
-            .execute(&self.write)
-            .await?
-            .rows_affected(),
-        )
+        })
+        .await
     }
 
     async fn purge_tokens(&self, revoked_before: i64) -> Result<u64> {
-        Ok(
-            sqlx::query("DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1")
-                .bind(revoked_before)
-                .execute(&self.write)
-                .await?
-                .rows_affected(),
-        )
+        self.write(|c| {
+            exec(
+                c,
+                "DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= ?1",
+                [revoked_before],
+            )
+        })
+        .await
     }
 
     async fn members(&self, room: &str) -> Result<Vec<Member>> {
-        let rows = sqlx::query(
-            "SELECT t.agent, MAX(t.lead) AS lead, MIN(t.readonly) AS readonly, MAX(t.admin) AS admin, \
-             t.skills, (SELECT p.last_seen_ts FROM presence p WHERE p.room = $1 AND p.agent = t.agent) AS last_seen \
-             FROM tokens t \
-             WHERE t.revoked_ts IS NULL AND (t.room = $1 \
-                OR EXISTS (SELECT 1 FROM json_each(t.also_rooms) j WHERE j.value = $1) \
-                OR (t.all_rooms = 1 AND EXISTS (SELECT 1 FROM presence p WHERE p.room = $1 AND p.agent = t.agent))) \
-             GROUP BY t.agent ORDER BY t.agent",
-        )
-        .bind(room)
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Member {
-                agent: r.get("agent"),
-                lead: r.get("lead"),
-                readonly: r.get("readonly"),
-                admin: r.get("admin"),
-                skills: parse_list(r.get("skills")),
-                last_seen: r.get("last_seen"),
-            })
-            .collect())
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT t.agent, MAX(t.lead) AS lead, MIN(t.readonly) AS readonly, MAX(t.admin) AS admin, \
+                 t.skills, (SELECT p.last_seen_ts FROM presence p WHERE p.room = ?1 AND p.agent = t.agent) AS last_seen \
+                 FROM tokens t \
+                 WHERE t.revoked_ts IS NULL AND (t.room = ?1 \
+                    OR EXISTS (SELECT 1 FROM json_each(t.also_rooms) j WHERE j.value = ?1) \
+                    OR (t.all_rooms = 1 AND EXISTS (SELECT 1 FROM presence p WHERE p.room = ?1 AND p.agent = t.agent))) \
+                 GROUP BY t.agent ORDER BY t.agent",
+                [room],
+                |r| {
+                    Ok(Member {
+                        agent: r.get("agent")?,
+                        lead: r.get("lead")?,
+                        readonly: r.get("readonly")?,
+                        admin: r.get("admin")?,
+                        skills: parse_list(&r.get::<_, String>("skills")?),
+                        last_seen: r.get("last_seen")?,
+                    })
+                },
+            )
+        })
     }
 
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()> {
-        let mut tx = self.begin().await?;
-        for (room, agent, ts) in seen {
-            sqlx::query(
-                "INSERT INTO presence (room, agent, last_seen_ts) VALUES ($1, $2, $3) \
-                 ON CONFLICT (room, agent) DO UPDATE SET last_seen_ts = MAX(last_seen_ts, excluded.last_seen_ts)",
-            )
-            .bind(room)
-            .bind(agent)
-            .bind(ts)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        self.write(|c| {
+            for (room, agent, ts) in seen {
+                exec(
+                    c,
+                    "INSERT INTO presence (room, agent, last_seen_ts) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (room, agent) DO UPDATE SET last_seen_ts = MAX(last_seen_ts, excluded.last_seen_ts)",
+                    params![room, agent, ts],
+                )?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn post_message(
@@ -670,109 +853,109 @@ impl Store for SqliteStore {
         audit: &Audit,
     ) -> Result<(Message, Event)> {
         let now = crate::clock::now_ms();
-        let mut tx = self.begin().await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO messages (room, ts, author, body, reply_to) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-        )
-        .bind(room)
-        .bind(now)
-        .bind(author)
-        .bind(body)
-        .bind(reply_to)
-        .fetch_one(&mut *tx)
-        .await?;
-        insert_mentions(
-            &mut tx,
-            room,
-            mentions,
-            Some(id),
-            None,
-            None,
-            author,
-            body,
-            now,
-        )
-        .await?;
-        let event = insert_event(
-            &mut tx,
-            room,
-            author,
-            now,
-            &NewEvent {
-                kind: "message",
-                task_id: None,
-                message_id: Some(id),
-                detail: json!({"body": body, "reply_to": reply_to, "mentions": mentions}),
-            },
-        )
-        .await?;
-        insert_audit_row(&mut tx, audit, room, None, now).await?;
-        tx.commit().await?;
-        Ok((
-            Message {
-                id,
-                room: room.to_owned(),
-                ts: now,
-                author: author.to_owned(),
-                body: body.to_owned(),
-                reply_to,
-            },
-            event,
-        ))
+        self.write(|c| {
+            let id: i64 = row(
+                c,
+                "INSERT INTO messages (room, ts, author, body, reply_to) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+                params![room, now, author, body, reply_to],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
+            insert_mentions(
+                c,
+                room,
+                mentions,
+                &MentionSource {
+                    message_id: Some(id),
+                    note_id: None,
+                    task_id: None,
+                    author,
+                    body,
+                    now,
+                },
+            )?;
+            let event = insert_event(
+                c,
+                room,
+                author,
+                now,
+                &NewEvent {
+                    kind: "message",
+                    task_id: None,
+                    message_id: Some(id),
+                    detail: json!({"body": body, "reply_to": reply_to, "mentions": mentions}),
+                },
+            )?;
+            insert_audit_row(c, audit, room, None, now)?;
+            Ok((
+                Message {
+                    id,
+                    room: room.to_owned(),
+                    ts: now,
+                    author: author.to_owned(),
+                    body: body.to_owned(),
+                    reply_to,
+                },
+                event,
+            ))
+        })
+        .await
     }
 
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
-        let rows =
-            sqlx::query("SELECT * FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3")
-                .bind(room)
-                .bind(since_id)
-                .bind(limit)
-                .fetch_all(&self.read)
-                .await?;
-        Ok(rows.iter().map(message_from_row).collect())
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT * FROM messages WHERE room = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+                params![room, since_id, limit],
+                message_from_row,
+            )
+        })
     }
 
     async fn message_room(&self, id: i64) -> Result<Option<String>> {
-        Ok(
-            sqlx::query_scalar("SELECT room FROM messages WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&self.read)
-                .await?,
-        )
+        self.read(|c| {
+            row(c, "SELECT room FROM messages WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+        })
     }
 
     async fn latest_message_id(&self, room: &str) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM messages WHERE room = $1")
-                .bind(room)
-                .fetch_one(&self.read)
-                .await?,
-        )
+        self.read(|c| {
+            Ok(row(
+                c,
+                "SELECT COALESCE(MAX(id), 0) FROM messages WHERE room = ?1",
+                [room],
+                |r| r.get(0),
+            )?
+            .unwrap_or(0))
+        })
     }
 
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
-        let rows = sqlx::query(
-            "SELECT * FROM events WHERE room = $1 AND id > $2 \
-             AND ($3 IS NULL OR kind = $3) AND ($4 IS NULL OR task_id = $4) \
-             ORDER BY id LIMIT $5",
-        )
-        .bind(room)
-        .bind(f.since_id)
-        .bind(&f.kind)
-        .bind(f.task_id)
-        .bind(f.limit)
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows.iter().map(event_from_row).collect())
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT * FROM events WHERE room = ?1 AND id > ?2 \
+                 AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR task_id = ?4) \
+                 ORDER BY id LIMIT ?5",
+                params![room, f.since_id, f.kind, f.task_id, f.limit],
+                event_from_row,
+            )
+        })
     }
 
     async fn latest_event_id(&self, room: &str) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1")
-                .bind(room)
-                .fetch_one(&self.read)
-                .await?,
-        )
+        self.read(|c| {
+            Ok(row(
+                c,
+                "SELECT COALESCE(MAX(id), 0) FROM events WHERE room = ?1",
+                [room],
+                |r| r.get(0),
+            )?
+            .unwrap_or(0))
+        })
     }
 
     async fn events_after_cursor(
@@ -783,65 +966,31 @@ impl Store for SqliteStore {
         advance: bool,
         skip_own: bool,
     ) -> Result<EventPage> {
-        // A peek only reads; an advancing read moves the cursor in the same
-        // transaction as the read, so two concurrent reads never both get a page.
-        let mut tx = if advance {
-            self.begin().await?
+        // A peek only reads (in one read transaction, so its reads agree); an
+        // advancing read moves the cursor in the same transaction as the
+        // read, so two concurrent reads never both get a page.
+        let (cursor, events, _, remaining) = if advance {
+            self.write(|c| {
+                let page = event_page(c, room, agent, limit, skip_own)?;
+                exec(
+                    c,
+                    "INSERT INTO cursors (room, agent, event_id) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (room, agent) DO UPDATE SET event_id = MAX(event_id, excluded.event_id)",
+                    params![room, agent, page.2],
+                )?;
+                Ok(page)
+            })
+            .await?
         } else {
-            self.read.begin().await?
+            self.read(|c| {
+                let tx = c.unchecked_transaction()?;
+                let page = event_page(&tx, room, agent, limit, skip_own)?;
+                tx.finish()?;
+                Ok(page)
+            })?
         };
-        let cursor: Option<i64> =
-            sqlx::query_scalar("SELECT event_id FROM cursors WHERE room = $1 AND agent = $2")
-                .bind(room)
-                .bind(agent)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let since = cursor.unwrap_or(0);
-        let rows = sqlx::query(
-            "SELECT * FROM events WHERE room = $1 AND id > $2 AND ($3 = 0 OR actor <> $4) ORDER BY id LIMIT $5",
-        )
-        .bind(room)
-        .bind(since)
-        .bind(skip_own)
-        .bind(agent)
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
-        let events: Vec<Event> = rows.iter().map(event_from_row).collect();
-        // The cursor moves past the page; when own events are skipped and the
-        // page is not full, it moves past everything seen (own events included).
-        let new_cursor = if (events.len() as i64) < limit {
-            sqlx::query_scalar("SELECT COALESCE(MAX(id), $2) FROM events WHERE room = $1")
-                .bind(room)
-                .bind(since)
-                .fetch_one(&mut *tx)
-                .await?
-        } else {
-            events.last().map(|e| e.id).unwrap_or(since)
-        };
-        let remaining: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM events WHERE room = $1 AND id > $2 AND ($3 = 0 OR actor <> $4)",
-        )
-        .bind(room)
-        .bind(new_cursor)
-        .bind(skip_own)
-        .bind(agent)
-        .fetch_one(&mut *tx)
-        .await?;
-        if advance {
-            sqlx::query(
-                "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, $3) \
-                 ON CONFLICT (room, agent) DO UPDATE SET event_id = MAX(event_id, excluded.event_id)",
-            )
-            .bind(room)
-            .bind(agent)
-            .bind(new_cursor)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-        }
         Ok(EventPage {
-            since,
+            since: cursor.unwrap_or(0),
             first_look: cursor.is_none(),
             events,
             remaining,
@@ -849,88 +998,83 @@ impl Store for SqliteStore {
     }
 
     async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>> {
-        Ok(sqlx::query_scalar(
-            "SELECT id FROM events WHERE room = $1 AND actor <> $2 AND id > \
-             COALESCE((SELECT event_id FROM cursors WHERE room = $1 AND agent = $2), 0) \
-             ORDER BY id LIMIT 1",
-        )
-        .bind(room)
-        .bind(agent)
-        .fetch_optional(&self.read)
-        .await?)
+        self.read(|c| {
+            row(
+                c,
+                "SELECT id FROM events WHERE room = ?1 AND actor <> ?2 AND id > \
+                 COALESCE((SELECT event_id FROM cursors WHERE room = ?1 AND agent = ?2), 0) \
+                 ORDER BY id LIMIT 1",
+                params![room, agent],
+                |r| r.get(0),
+            )
+        })
     }
 
     async fn cursor(&self, room: &str, agent: &str) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT event_id FROM cursors WHERE room = $1 AND agent = $2")
-                .bind(room)
-                .bind(agent)
-                .fetch_optional(&self.read)
-                .await?
-                .unwrap_or(0),
-        )
+        self.read(|c| {
+            Ok(row(
+                c,
+                "SELECT event_id FROM cursors WHERE room = ?1 AND agent = ?2",
+                params![room, agent],
+                |r| r.get(0),
+            )?
+            .unwrap_or(0))
+        })
     }
 
-    async fn insert_audit(&self, rows: &[AuditRow]) -> Result<()> {
-        if rows.is_empty() {
+    async fn insert_audit(&self, audit_rows: &[AuditRow]) -> Result<()> {
+        if audit_rows.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin().await?;
-        for r in rows {
-            sqlx::query(
-                "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(r.ts)
-            .bind(&r.agent)
-            .bind(&r.room)
-            .bind(&r.tool)
-            .bind(r.task_id)
-            .bind(&r.outcome)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        self.write(|c| {
+            for r in audit_rows {
+                exec(
+                    c,
+                    "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![r.ts, r.agent, r.room, r.tool, r.task_id, r.outcome],
+                )?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn audit_count(&self) -> Result<i64> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM audit")
-            .fetch_one(&self.read)
-            .await?)
+        self.read_blocking(|c| Ok(c.query_row("SELECT COUNT(*) FROM audit", [], |r| r.get(0))?))
+            .await
     }
 
     async fn insert_admin_log(&self, e: &AdminLogEntry) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO admin_log (ts, actor, address, action, target, flagged) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(e.ts)
-        .bind(&e.actor)
-        .bind(&e.address)
-        .bind(&e.action)
-        .bind(&e.target)
-        .bind(e.flagged)
-        .execute(&self.write)
-        .await?;
-        Ok(())
+        self.write(|c| {
+            exec(
+                c,
+                "INSERT INTO admin_log (ts, actor, address, action, target, flagged) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![e.ts, e.actor, e.address, e.action, e.target, e.flagged],
+            )?;
+            Ok(())
+        })
+        .await
     }
 
     async fn admin_log(&self, limit: i64) -> Result<Vec<AdminLogEntry>> {
-        let rows = sqlx::query("SELECT * FROM admin_log ORDER BY id DESC LIMIT $1")
-            .bind(limit)
-            .fetch_all(&self.read)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| AdminLogEntry {
-                id: r.get("id"),
-                ts: r.get("ts"),
-                actor: r.get("actor"),
-                address: r.get("address"),
-                action: r.get("action"),
-                target: r.get("target"),
-                flagged: r.get("flagged"),
-            })
-            .collect())
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT * FROM admin_log ORDER BY id DESC LIMIT ?1",
+                [limit],
+                |r| {
+                    Ok(AdminLogEntry {
+                        id: r.get("id")?,
+                        ts: r.get("ts")?,
+                        actor: r.get("actor")?,
+                        address: r.get("address")?,
+                        action: r.get("action")?,
+                        target: r.get("target")?,
+                        flagged: r.get("flagged")?,
+                    })
+                },
+            )
+        })
     }
 
     async fn create_task(
@@ -939,41 +1083,43 @@ impl Store for SqliteStore {
         t: &NewTask,
         audit: &Audit,
     ) -> Result<(Task, Vec<Event>)> {
-        let mut tx = self.begin().await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
-             priority, required_skill, needs_review) \
-             VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id",
-        )
-        .bind(room)
-        .bind(&t.title)
-        .bind(&t.body)
-        .bind(t.status.as_str())
-        .bind(&t.assignee)
-        .bind(&t.created_by)
-        .bind(t.now)
-        .bind(&t.priority)
-        .bind(&t.required_skill)
-        .bind(t.needs_review)
-        .fetch_one(&mut *tx)
-        .await?;
-        for dep in &t.depends_on {
-            sqlx::query("INSERT INTO task_deps (task_id, depends_on) VALUES ($1, $2)")
-                .bind(id)
-                .bind(dep)
-                .execute(&mut *tx)
-                .await?;
-        }
-        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
-            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
-        })?;
-        let base = json!({"title": task.title, "status": task.status, "assignee": task.assignee, "version": 1});
-        let mut created = base.clone();
-        created["priority"] = json!(task.priority);
-        created["depends_on"] = json!(task.depends_on);
-        let mut events = vec![
-            insert_event(
-                &mut tx,
+        self.write(|c| {
+            let id: i64 = row(
+                c,
+                "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
+                 priority, required_skill, needs_review) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?7, ?8, ?9, ?10) RETURNING id",
+                params![
+                    room,
+                    t.title,
+                    t.body,
+                    t.status.as_str(),
+                    t.assignee,
+                    t.created_by,
+                    t.now,
+                    t.priority,
+                    t.required_skill,
+                    t.needs_review
+                ],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
+            for dep in &t.depends_on {
+                exec(
+                    c,
+                    "INSERT INTO task_deps (task_id, depends_on) VALUES (?1, ?2)",
+                    params![id, dep],
+                )?;
+            }
+            let task = load_task(c, room, id)?.ok_or_else(|| {
+                Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+            })?;
+            let base = json!({"title": task.title, "status": task.status, "assignee": task.assignee, "version": 1});
+            let mut created = base.clone();
+            created["priority"] = json!(task.priority);
+            created["depends_on"] = json!(task.depends_on);
+            let mut events = vec![insert_event(
+                c,
                 room,
                 &t.created_by,
                 t.now,
@@ -983,13 +1129,10 @@ impl Store for SqliteStore {
                     message_id: None,
                     detail: created,
                 },
-            )
-            .await?,
-        ];
-        if t.claimed {
-            events.push(
-                insert_event(
-                    &mut tx,
+            )?];
+            if t.claimed {
+                events.push(insert_event(
+                    c,
                     room,
                     &t.created_by,
                     t.now,
@@ -999,18 +1142,21 @@ impl Store for SqliteStore {
                         message_id: None,
                         detail: base,
                     },
-                )
-                .await?,
-            );
-        }
-        insert_audit_row(&mut tx, audit, room, Some(id), t.now).await?;
-        tx.commit().await?;
-        Ok((task, events))
+                )?);
+            }
+            insert_audit_row(c, audit, room, Some(id), t.now)?;
+            Ok((task, events))
+        })
+        .await
     }
 
     async fn get_task(&self, room: &str, id: i64) -> Result<Option<Task>> {
-        let mut conn = self.read.acquire().await?;
-        load_task(&mut conn, room, id).await
+        self.read(|c| {
+            let tx = c.unchecked_transaction()?;
+            let task = load_task(&tx, room, id)?;
+            tx.finish()?;
+            Ok(task)
+        })
     }
 
     async fn list_tasks(&self, room: &str, q: &TaskQuery) -> Result<Vec<Task>> {
@@ -1018,32 +1164,37 @@ impl Store for SqliteStore {
             serde_json::to_string(&q.statuses.iter().map(|s| s.as_str()).collect::<Vec<_>>())
                 .unwrap_or_default();
         let sql = const_format_task(
-            "SELECT {} FROM tasks WHERE room = $1 \
-             AND ($2 = '[]' OR status IN (SELECT value FROM json_each($2))) \
-             AND ($3 IS NULL OR assignee = $3) AND ($4 IS NULL OR id < $4) \
-             ORDER BY id DESC LIMIT $5",
+            "SELECT {} FROM tasks WHERE room = ?1 \
+             AND (?2 = '[]' OR status IN (SELECT value FROM json_each(?2))) \
+             AND (?3 IS NULL OR assignee = ?3) AND (?4 IS NULL OR id < ?4) \
+             ORDER BY id DESC LIMIT ?5",
         );
-        let mut conn = self.read.acquire().await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(room)
-            .bind(statuses)
-            .bind(&q.assignee)
-            .bind(q.before_id)
-            .bind(q.limit)
-            .fetch_all(&mut *conn)
-            .await?;
-        let mut tasks = rows.iter().map(task_from_row).collect::<Result<Vec<_>>>()?;
-        fill_deps(&mut conn, &mut tasks).await?;
-        Ok(tasks)
+        self.read(|c| {
+            let tx = c.unchecked_transaction()?;
+            let mut tasks = rows(
+                &tx,
+                &sql,
+                params![room, statuses, q.assignee, q.before_id, q.limit],
+                task_from_row,
+            )?
+            .into_iter()
+            .map(checked_status)
+            .collect::<Result<Vec<_>>>()?;
+            fill_deps(&tx, &mut tasks)?;
+            tx.finish()?;
+            Ok(tasks)
+        })
     }
 
     async fn task_counts(&self, room: &str) -> Result<TaskCounts> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT status, COUNT(*) FROM tasks WHERE room = $1 GROUP BY status")
-                .bind(room)
-                .fetch_all(&self.read)
-                .await?;
-        Ok(TaskCounts::from_rows(rows))
+        self.read(|c| {
+            Ok(TaskCounts::from_rows(rows(
+                c,
+                "SELECT status, COUNT(*) FROM tasks WHERE room = ?1 GROUP BY status",
+                [room],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?))
+        })
     }
 
     async fn apply_task_change(
@@ -1053,109 +1204,115 @@ impl Store for SqliteStore {
         c: &TaskChange,
         audit: Option<&Audit>,
     ) -> Result<Option<(Task, Vec<Event>)>> {
-        let mut tx = self.begin().await?;
-        let done = sqlx::query(
-            "UPDATE tasks SET status = $3, assignee = $4, body = $5, result = $6, lease_seconds = $7, \
-             lease_expires_ts = $8, version = version + 1, updated_ts = $9 \
-             WHERE id = $1 AND room = $2 AND version = $10",
-        )
-        .bind(id)
-        .bind(room)
-        .bind(c.status.as_str())
-        .bind(&c.assignee)
-        .bind(&c.body)
-        .bind(&c.result)
-        .bind(c.lease_seconds)
-        .bind(c.lease_expires_ts)
-        .bind(c.now)
-        .bind(c.expected_version)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Ok(None);
-        }
-        let actor = audit
-            .map(|a| a.agent.clone())
-            .unwrap_or_else(|| crate::domain::board::SERVER_ACTOR.to_owned());
-        let note_id = match &c.note {
-            Some(NewNote {
-                author,
-                body,
-                mentions,
-            }) => {
-                let note_id: i64 = sqlx::query_scalar(
-                    "INSERT INTO notes (task_id, room, ts, author, body) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                )
-                .bind(id)
-                .bind(room)
-                .bind(c.now)
-                .bind(author)
-                .bind(body)
-                .fetch_one(&mut *tx)
-                .await?;
-                insert_mentions(
-                    &mut tx,
+        self.write(|tx| {
+            let done = exec(
+                tx,
+                "UPDATE tasks SET status = ?3, assignee = ?4, body = ?5, result = ?6, lease_seconds = ?7, \
+                 lease_expires_ts = ?8, version = version + 1, updated_ts = ?9 \
+                 WHERE id = ?1 AND room = ?2 AND version = ?10",
+                params![
+                    id,
                     room,
-                    mentions,
-                    None,
-                    Some(note_id),
-                    Some(id),
+                    c.status.as_str(),
+                    c.assignee,
+                    c.body,
+                    c.result,
+                    c.lease_seconds,
+                    c.lease_expires_ts,
+                    c.now,
+                    c.expected_version
+                ],
+            )?;
+            if done == 0 {
+                return Ok(None);
+            }
+            let actor = audit
+                .map(|a| a.agent.clone())
+                .unwrap_or_else(|| crate::domain::board::SERVER_ACTOR.to_owned());
+            let note_id = match &c.note {
+                Some(NewNote {
                     author,
                     body,
-                    c.now,
-                )
-                .await?;
-                Some(note_id)
+                    mentions,
+                }) => {
+                    let note_id: i64 = row(
+                        tx,
+                        "INSERT INTO notes (task_id, room, ts, author, body) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+                        params![id, room, c.now, author, body],
+                        |r| r.get(0),
+                    )?
+                    .ok_or_else(|| {
+                        Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row"))
+                    })?;
+                    insert_mentions(
+                        tx,
+                        room,
+                        mentions,
+                        &MentionSource {
+                            message_id: None,
+                            note_id: Some(note_id),
+                            task_id: Some(id),
+                            author,
+                            body,
+                            now: c.now,
+                        },
+                    )?;
+                    Some(note_id)
+                }
+                None => None,
+            };
+            let mut events = Vec::with_capacity(c.events.len());
+            for e in &c.events {
+                let mut e = e.clone();
+                if e.kind == "note_added"
+                    && let (Some(note_id), Some(note)) = (note_id, &c.note)
+                {
+                    e.detail["note_id"] = json!(note_id);
+                    e.detail["body"] = json!(note.body);
+                    e.detail["mentions"] = json!(note.mentions);
+                }
+                events.push(insert_event(tx, room, &actor, c.now, &e)?);
             }
-            None => None,
-        };
-        let mut events = Vec::with_capacity(c.events.len());
-        for e in &c.events {
-            let mut e = e.clone();
-            if e.kind == "note_added"
-                && let (Some(note_id), Some(note)) = (note_id, &c.note)
-            {
-                e.detail["note_id"] = json!(note_id);
-                e.detail["body"] = json!(note.body);
-                e.detail["mentions"] = json!(note.mentions);
+            if let Some(audit) = audit {
+                insert_audit_row(tx, audit, room, Some(id), c.now)?;
             }
-            events.push(insert_event(&mut tx, room, &actor, c.now, &e).await?);
-        }
-        if let Some(audit) = audit {
-            insert_audit_row(&mut tx, audit, room, Some(id), c.now).await?;
-        }
-        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
-            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
-        })?;
-        tx.commit().await?;
-        Ok(Some((task, events)))
+            let task = load_task(tx, room, id)?.ok_or_else(|| {
+                Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+            })?;
+            Ok(Some((task, events)))
+        })
+        .await
     }
 
     async fn lapsed_leases(&self, now: i64) -> Result<Vec<(String, i64)>> {
-        Ok(sqlx::query_as(
-            "SELECT room, id FROM tasks WHERE lease_expires_ts IS NOT NULL AND lease_expires_ts <= $1 \
-             AND status IN ('in_progress', 'blocked') LIMIT 500",
-        )
-        .bind(now)
-        .fetch_all(&self.read)
-        .await?)
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT room, id FROM tasks WHERE lease_expires_ts IS NOT NULL AND lease_expires_ts <= ?1 \
+                 AND status IN ('in_progress', 'blocked') LIMIT 500",
+                [now],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        })
     }
 
     async fn notes(&self, task_id: i64) -> Result<Vec<Note>> {
-        let rows = sqlx::query("SELECT * FROM notes WHERE task_id = $1 ORDER BY id")
-            .bind(task_id)
-            .fetch_all(&self.read)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Note {
-                id: r.get("id"),
-                task_id: r.get("task_id"),
-                author: r.get("author"),
-                ts: r.get("ts"),
-                body: r.get("body"),
-            })
-            .collect())
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT * FROM notes WHERE task_id = ?1 ORDER BY id",
+                [task_id],
+                |r| {
+                    Ok(Note {
+                        id: r.get("id")?,
+                        task_id: r.get("task_id")?,
+                        author: r.get("author")?,
+                        ts: r.get("ts")?,
+                        body: r.get("body")?,
+                    })
+                },
+            )
+        })
     }
 
     async fn my_mentions(
@@ -1165,27 +1322,24 @@ impl Store for SqliteStore {
         since_id: i64,
         limit: i64,
     ) -> Result<Vec<Mention>> {
-        let rows = sqlx::query(
-            "SELECT * FROM mentions WHERE room = $1 AND agent = $2 AND id > $3 ORDER BY id LIMIT $4",
-        )
-        .bind(room)
-        .bind(agent)
-        .bind(since_id)
-        .bind(limit)
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Mention {
-                id: r.get("id"),
-                message_id: r.get("message_id"),
-                note_id: r.get("note_id"),
-                task_id: r.get("task_id"),
-                author: r.get("author"),
-                ts: r.get("ts"),
-                body: r.get("body"),
-            })
-            .collect())
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT * FROM mentions WHERE room = ?1 AND agent = ?2 AND id > ?3 ORDER BY id LIMIT ?4",
+                params![room, agent, since_id, limit],
+                |r| {
+                    Ok(Mention {
+                        id: r.get("id")?,
+                        message_id: r.get("message_id")?,
+                        note_id: r.get("note_id")?,
+                        task_id: r.get("task_id")?,
+                        author: r.get("author")?,
+                        ts: r.get("ts")?,
+                        body: r.get("body")?,
+                    })
+                },
+            )
+        })
     }
 
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>> {
@@ -1196,270 +1350,295 @@ impl Store for SqliteStore {
             .map(|w| format!("\"{}\"", w.replace('"', "")))
             .collect::<Vec<_>>()
             .join(" ");
-        let rows = sqlx::query(
-            "SELECT s.rowid AS rid, snippet(search_fts, 0, '[', ']', '…', 12) AS snippet \
-             FROM search_fts s WHERE search_fts MATCH $1 AND s.room = $2 ORDER BY rank LIMIT $3",
-        )
-        .bind(&query)
-        .bind(room)
-        .bind(limit)
-        .fetch_all(&self.read)
-        .await?;
-        let mut hits = Vec::with_capacity(rows.len());
-        for r in rows {
-            let rid: i64 = r.get("rid");
-            let snippet: String = r.get("snippet");
-            let (kind, id) = (rid % 4, rid / 4);
-            let hit = match kind {
-                1 => sqlx::query("SELECT author, ts FROM messages WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&self.read)
-                    .await?
-                    .map(|m| SearchHit {
-                        kind: "message".into(),
-                        message_id: Some(id),
-                        task_id: None,
-                        note_id: None,
-                        author: m.get("author"),
-                        ts: m.get("ts"),
-                        snippet,
-                    }),
-                2 => sqlx::query("SELECT created_by, created_ts FROM tasks WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&self.read)
-                    .await?
-                    .map(|t| SearchHit {
-                        kind: "task".into(),
-                        message_id: None,
-                        task_id: Some(id),
-                        note_id: None,
-                        author: t.get("created_by"),
-                        ts: t.get("created_ts"),
-                        snippet,
-                    }),
-                _ => sqlx::query("SELECT task_id, author, ts FROM notes WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&self.read)
-                    .await?
-                    .map(|n| SearchHit {
-                        kind: "note".into(),
-                        message_id: None,
-                        task_id: n.get("task_id"),
-                        note_id: Some(id),
-                        author: n.get("author"),
-                        ts: n.get("ts"),
-                        snippet,
-                    }),
-            };
-            hits.extend(hit);
-        }
-        Ok(hits)
+        let room = room.to_owned();
+        // Full-text ranking grows with the room: off the async workers.
+        self.read_blocking(move |c| {
+            let found = rows(
+                c,
+                "SELECT s.rowid AS rid, snippet(search_fts, 0, '[', ']', '…', 12) AS snippet \
+                 FROM search_fts s WHERE search_fts MATCH ?1 AND s.room = ?2 ORDER BY rank LIMIT ?3",
+                params![query, room, limit],
+                |r| Ok((r.get::<_, i64>("rid")?, r.get::<_, String>("snippet")?)),
+            )?;
+            let mut hits = Vec::with_capacity(found.len());
+            for (rid, snippet) in found {
+                let (kind, id) = (rid % 4, rid / 4);
+                let hit = match kind {
+                    1 => row(c, "SELECT author, ts FROM messages WHERE id = ?1", [id], |m| {
+                        Ok(SearchHit {
+                            kind: "message".into(),
+                            message_id: Some(id),
+                            task_id: None,
+                            note_id: None,
+                            author: m.get("author")?,
+                            ts: m.get("ts")?,
+                            snippet: snippet.clone(),
+                        })
+                    })?,
+                    2 => row(
+                        c,
+                        "SELECT created_by, created_ts FROM tasks WHERE id = ?1",
+                        [id],
+                        |t| {
+                            Ok(SearchHit {
+                                kind: "task".into(),
+                                message_id: None,
+                                task_id: Some(id),
+                                note_id: None,
+                                author: t.get("created_by")?,
+                                ts: t.get("created_ts")?,
+                                snippet: snippet.clone(),
+                            })
+                        },
+                    )?,
+                    _ => row(
+                        c,
+                        "SELECT task_id, author, ts FROM notes WHERE id = ?1",
+                        [id],
+                        |n| {
+                            Ok(SearchHit {
+                                kind: "note".into(),
+                                message_id: None,
+                                task_id: n.get("task_id")?,
+                                note_id: Some(id),
+                                author: n.get("author")?,
+                                ts: n.get("ts")?,
+                                snippet: snippet.clone(),
+                            })
+                        },
+                    )?,
+                };
+                hits.extend(hit);
+            }
+            Ok(hits)
+        })
+        .await
     }
 
     async fn put_file(&self, room: &str, f: &NewFile, audit: &Audit) -> Result<(FileMeta, Event)> {
-        let mut tx = self.begin().await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO files (room, name, mime, size, sha256, content, author, ts, expires_ts, task_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
-        )
-        .bind(room)
-        .bind(&f.name)
-        .bind(&f.mime)
-        .bind(f.content.len() as i64)
-        .bind(&f.sha256)
-        .bind(&f.content)
-        .bind(&f.author)
-        .bind(f.now)
-        .bind(f.expires_at)
-        .bind(f.task_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let meta = FileMeta {
-            file_id: id,
-            name: f.name.clone(),
-            sha256: f.sha256.clone(),
-            size: f.content.len() as i64,
-            mime: f.mime.clone(),
-            author: f.author.clone(),
-            ts: f.now,
-            expires_at: f.expires_at,
-            task_id: f.task_id,
-        };
-        let event = insert_event(
-            &mut tx,
-            room,
-            &f.author,
-            f.now,
-            &NewEvent {
-                kind: "file_added",
+        self.write(|c| {
+            let id: i64 = row(
+                c,
+                "INSERT INTO files (room, name, mime, size, sha256, content, author, ts, expires_ts, task_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+                params![
+                    room,
+                    f.name,
+                    f.mime,
+                    f.content.len() as i64,
+                    f.sha256,
+                    f.content,
+                    f.author,
+                    f.now,
+                    f.expires_at,
+                    f.task_id
+                ],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
+            let meta = FileMeta {
+                file_id: id,
+                name: f.name.clone(),
+                sha256: f.sha256.clone(),
+                size: f.content.len() as i64,
+                mime: f.mime.clone(),
+                author: f.author.clone(),
+                ts: f.now,
+                expires_at: f.expires_at,
                 task_id: f.task_id,
-                message_id: None,
-                detail: json!({"file_id": id, "name": f.name, "size": meta.size, "sha256": f.sha256}),
-            },
-        )
-        .await?;
-        insert_audit_row(&mut tx, audit, room, f.task_id, f.now).await?;
-        tx.commit().await?;
-        Ok((meta, event))
+            };
+            let event = insert_event(
+                c,
+                room,
+                &f.author,
+                f.now,
+                &NewEvent {
+                    kind: "file_added",
+                    task_id: f.task_id,
+                    message_id: None,
+                    detail: json!({"file_id": id, "name": f.name, "size": meta.size, "sha256": f.sha256}),
+                },
+            )?;
+            insert_audit_row(c, audit, room, f.task_id, f.now)?;
+            Ok((meta, event))
+        })
+        .await
     }
 
     async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>> {
-        let row = sqlx::query(
-            "SELECT * FROM files WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)",
-        )
-        .bind(id)
-        .bind(room)
-        .bind(now)
-        .fetch_optional(&self.read)
-        .await?;
-        Ok(row.map(|r| (file_from_row(&r), r.get("content"))))
+        self.read(|c| {
+            row(
+                c,
+                "SELECT * FROM files WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)",
+                params![id, room, now],
+                |r| Ok((file_from_row(r)?, r.get("content")?)),
+            )
+        })
     }
 
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>> {
-        let row = sqlx::query(
-            "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
-             WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)",
-        )
-        .bind(id)
-        .bind(room)
-        .bind(now)
-        .fetch_optional(&self.read)
-        .await?;
-        Ok(row.as_ref().map(file_from_row))
+        self.read(|c| {
+            row(
+                c,
+                "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
+                 WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)",
+                params![id, room, now],
+                file_from_row,
+            )
+        })
     }
 
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {
-        let rows = sqlx::query(
-            "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
-             WHERE room = $1 AND (expires_ts IS NULL OR expires_ts > $2) ORDER BY id DESC LIMIT $3",
-        )
-        .bind(room)
-        .bind(now)
-        .bind(limit)
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows.iter().map(file_from_row).collect())
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
+                 WHERE room = ?1 AND (expires_ts IS NULL OR expires_ts > ?2) ORDER BY id DESC LIMIT ?3",
+                params![room, now, limit],
+                file_from_row,
+            )
+        })
     }
 
     async fn delete_file(&self, room: &str, id: i64, audit: &Audit) -> Result<Option<Event>> {
         let now = crate::clock::now_ms();
-        let mut tx = self.begin().await?;
-        let row =
-            sqlx::query("DELETE FROM files WHERE id = $1 AND room = $2 RETURNING name, task_id")
-                .bind(id)
-                .bind(room)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let Some(row) = row else { return Ok(None) };
-        let name: String = row.get("name");
-        let task_id: Option<i64> = row.get("task_id");
-        let event = insert_event(
-            &mut tx,
-            room,
-            &audit.agent,
-            now,
-            &NewEvent {
-                kind: "file_deleted",
-                task_id,
-                message_id: None,
-                detail: json!({"file_id": id, "name": name}),
-            },
-        )
-        .await?;
-        insert_audit_row(&mut tx, audit, room, task_id, now).await?;
-        tx.commit().await?;
-        Ok(Some(event))
+        self.write(|c| {
+            let Some((name, task_id)) = row(
+                c,
+                "DELETE FROM files WHERE id = ?1 AND room = ?2 RETURNING name, task_id",
+                params![id, room],
+                |r| {
+                    Ok((
+                        r.get::<_, String>("name")?,
+                        r.get::<_, Option<i64>>("task_id")?,
+                    ))
+                },
+            )?
+            else {
+                return Ok(None);
+            };
+            let event = insert_event(
+                c,
+                room,
+                &audit.agent,
+                now,
+                &NewEvent {
+                    kind: "file_deleted",
+                    task_id,
+                    message_id: None,
+                    detail: json!({"file_id": id, "name": name}),
+                },
+            )?;
+            insert_audit_row(c, audit, room, task_id, now)?;
+            Ok(Some(event))
+        })
+        .await
     }
 
     async fn dump_table(&self, table: &str, after: i64, limit: i64) -> Result<Vec<Value>> {
         let t = Table::named(table)?;
         let sql = if t.keyed_by_id {
             format!(
-                "SELECT {} FROM {table} WHERE id > $1 ORDER BY id LIMIT $2",
-                t.column_list()
+                "SELECT {} FROM {} WHERE id > ?1 ORDER BY id LIMIT ?2",
+                t.column_list(),
+                t.name
             )
         } else {
             format!(
-                "SELECT {} FROM {table} ORDER BY {} LIMIT $2 OFFSET $1",
+                "SELECT {} FROM {} ORDER BY {} LIMIT ?2 OFFSET ?1",
                 t.column_list(),
+                t.name,
                 t.order_by()
             )
         };
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(after)
-            .bind(limit)
-            .fetch_all(&self.read)
-            .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let mut obj = serde_json::Map::new();
-            for (c, ty) in t.columns {
-                let v = match ty {
-                    Col::Int => json!(r.try_get::<Option<i64>, _>(*c)?),
-                    Col::Text => json!(r.try_get::<Option<String>, _>(*c)?),
-                    Col::Bool => json!(r.try_get::<Option<bool>, _>(*c)?),
-                    Col::List => json!(r.try_get::<Option<String>, _>(*c)?.map(|s| parse_list(&s))),
-                    Col::Json => r
-                        .try_get::<Option<String>, _>(*c)?
-                        .map(|s| serde_json::from_str(&s).unwrap_or(Value::Null))
-                        .unwrap_or(Value::Null),
-                    Col::Bytes => json!(r.try_get::<Option<Vec<u8>>, _>(*c)?.map(|b| {
-                        use base64::Engine;
-                        base64::engine::general_purpose::STANDARD.encode(b)
-                    })),
-                };
-                obj.insert((*c).to_owned(), v);
+        self.read_blocking(move |c| {
+            let mut stmt = c.prepare(&sql)?;
+            let mut found = stmt.query(params![after, limit])?;
+            let mut out = Vec::new();
+            while let Some(r) = found.next()? {
+                let mut obj = serde_json::Map::new();
+                for (col, ty) in t.columns {
+                    let v = match ty {
+                        Col::Int => json!(r.get::<_, Option<i64>>(*col)?),
+                        Col::Text => json!(r.get::<_, Option<String>>(*col)?),
+                        Col::Bool => json!(r.get::<_, Option<bool>>(*col)?),
+                        Col::List => {
+                            json!(r.get::<_, Option<String>>(*col)?.map(|s| parse_list(&s)))
+                        }
+                        Col::Json => r
+                            .get::<_, Option<String>>(*col)?
+                            .map(|s| serde_json::from_str(&s).unwrap_or(Value::Null))
+                            .unwrap_or(Value::Null),
+                        Col::Bytes => json!(r.get::<_, Option<Vec<u8>>>(*col)?.map(|b| {
+                            use base64::Engine;
+                            base64::engine::general_purpose::STANDARD.encode(b)
+                        })),
+                    };
+                    obj.insert((*col).to_owned(), v);
+                }
+                out.push(Value::Object(obj));
             }
-            out.push(Value::Object(obj));
-        }
-        Ok(out)
+            Ok(out)
+        })
+        .await
     }
 
     async fn load_rows(&self, table: &str, rows: &[Value]) -> Result<()> {
         use base64::Engine;
         let t = Table::named(table)?;
         let placeholders = (1..=t.columns.len())
-            .map(|i| format!("${i}"))
+            .map(|i| format!("?{i}"))
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
-            "INSERT INTO {table} ({}) VALUES ({placeholders})",
+            "INSERT INTO {} ({}) VALUES ({placeholders})",
+            t.name,
             t.column_list()
         );
-        let mut tx = self.begin().await?;
+        // Converted before the transaction, so a bad row changes nothing.
+        let mut batch = Vec::with_capacity(rows.len());
         for row in rows {
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.clone()));
-            for (c, ty) in t.columns {
-                let v = &row[*c];
-                q = match ty {
-                    Col::Int => q.bind(v.as_i64()),
-                    Col::Text => q.bind(v.as_str().map(str::to_owned)),
-                    Col::Bool => q.bind(v.as_bool()),
-                    Col::List | Col::Json => q.bind((!v.is_null()).then(|| v.to_string())),
-                    Col::Bytes => q.bind(
-                        v.as_str()
-                            .map(|s| base64::engine::general_purpose::STANDARD.decode(s))
-                            .transpose()
-                            .map_err(|e| {
-                                Error::invalid(format!("bad bytes in {table}.{c}: {e}"))
-                            })?,
-                    ),
-                };
+            let mut values = Vec::with_capacity(t.columns.len());
+            for (col, ty) in t.columns {
+                let v = &row[*col];
+                let text = |s: Option<String>| s.map(SqlValue::Text).unwrap_or(SqlValue::Null);
+                values.push(match ty {
+                    Col::Int => v.as_i64().map(SqlValue::Integer).unwrap_or(SqlValue::Null),
+                    Col::Text => text(v.as_str().map(str::to_owned)),
+                    Col::Bool => v
+                        .as_bool()
+                        .map(|b| SqlValue::Integer(b.into()))
+                        .unwrap_or(SqlValue::Null),
+                    Col::List | Col::Json => text((!v.is_null()).then(|| v.to_string())),
+                    Col::Bytes => match v.as_str() {
+                        Some(s) => SqlValue::Blob(
+                            base64::engine::general_purpose::STANDARD
+                                .decode(s)
+                                .map_err(|e| {
+                                    Error::invalid(format!("bad bytes in {table}.{col}: {e}"))
+                                })?,
+                        ),
+                        None => SqlValue::Null,
+                    },
+                });
             }
-            q.execute(&mut *tx).await?;
+            batch.push(values);
         }
-        tx.commit().await?;
-        Ok(())
+        self.write_blocking(move |c| {
+            let mut stmt = c.prepare(&sql)?;
+            for values in batch {
+                stmt.execute(rusqlite::params_from_iter(values))?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn count_rows(&self, table: &str) -> Result<i64> {
         let t = Table::named(table)?;
-        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT COUNT(*) FROM {}",
-            t.name
-        )))
-        .fetch_one(&self.read)
-        .await?)
+        let sql = format!("SELECT COUNT(*) FROM {}", t.name);
+        self.read_blocking(move |c| Ok(c.query_row(&sql, [], |r| r.get(0))?))
+            .await
     }
 
     async fn id_high_water(&self, table: &str) -> Result<i64> {
@@ -1468,13 +1647,12 @@ impl Store for SqliteStore {
             return Ok(0);
         }
         // AUTOINCREMENT remembers the highest id ever used in sqlite_sequence.
-        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        let sql = format!(
             "SELECT MAX(COALESCE((SELECT MAX(id) FROM {0}), 0), \
              COALESCE((SELECT seq FROM sqlite_sequence WHERE name = '{0}'), 0))",
             t.name
-        )))
-        .fetch_one(&self.read)
-        .await?)
+        );
+        self.read(|c| Ok(c.query_row(&sql, [], |r| r.get(0))?))
     }
 
     async fn set_id_floor(&self, table: &str, high: i64) -> Result<()> {
@@ -1482,20 +1660,21 @@ impl Store for SqliteStore {
         if !t.keyed_by_id {
             return Ok(());
         }
-        let mut tx = self.begin().await?;
-        let done = sqlx::query("UPDATE sqlite_sequence SET seq = MAX(seq, $2) WHERE name = $1")
-            .bind(t.name)
-            .bind(high)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 && high > 0 {
-            sqlx::query("INSERT INTO sqlite_sequence (name, seq) VALUES ($1, $2)")
-                .bind(t.name)
-                .bind(high)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        self.write(|c| {
+            let n = exec(
+                c,
+                "UPDATE sqlite_sequence SET seq = MAX(seq, ?2) WHERE name = ?1",
+                params![t.name, high],
+            )?;
+            if n == 0 && high > 0 {
+                exec(
+                    c,
+                    "INSERT INTO sqlite_sequence (name, seq) VALUES (?1, ?2)",
+                    params![t.name, high],
+                )?;
+            }
+            Ok(())
+        })
+        .await
     }
 }
