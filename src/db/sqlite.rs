@@ -25,7 +25,6 @@ use rusqlite::{
     Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params,
 };
 use serde_json::{Value, json};
-use sqlx::Connection as _;
 
 use super::*;
 use crate::domain::board::{NewNote, Status};
@@ -53,14 +52,16 @@ impl SqliteStore {
             .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
-        let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
             .await
             .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
         sqlx::migrate!("migrations/sqlite")
-            .run(&mut conn)
+            .run(&pool)
             .await
             .map_err(|e| anyhow::anyhow!("cannot migrate database {path}: {e}"))?;
-        conn.close().await?;
+        pool.close().await;
         let writer = open_connection(path, false)
             .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
         let reader = open_connection(path, true)
