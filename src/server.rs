@@ -273,20 +273,33 @@ async fn body_guard(State(state): State<AppState>, req: Request, next: Next) -> 
         ),
         Err(_) => {
             tracing::info!(path = %parts.uri.path(), "a request body took too long to arrive");
-            http_error(
+            close_after(http_error(
                 StatusCode::REQUEST_TIMEOUT,
                 "request_timeout",
                 "the request body did not arrive in time; send it at once",
-            )
+            ))
         }
     }
 }
 
 fn body_too_large() -> Response {
-    Error::TooLarge(
-        "the request body is over the limit (CHATROOM_MAX_FILE_BYTES, base64 included)".into(),
+    close_after(
+        Error::TooLarge(
+            "the request body is over the limit (CHATROOM_MAX_FILE_BYTES, base64 included)".into(),
+        )
+        .into_response(),
     )
-    .into_response()
+}
+
+/// Marks an answer given before the request body was read whole: the rest of
+/// the body is never read, so the connection cannot carry another request,
+/// and the client must not put it back in its pool.
+fn close_after(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 /// Hides the password of a database URL.

@@ -11,9 +11,12 @@
 //! through `sqlx::migrate!` on open, as on PostgreSQL.
 //!
 //! Writes queue for the one writer in process (an async mutex: a waiting
-//! write parks its task, not a thread) and start with `BEGIN IMMEDIATE`, so a
-//! transaction never upgrades a read lock and SQLite serialises writers:
-//! event ids commit in id order.
+//! write parks its task, not a thread), share commits under load
+//! ([`writer`]), and start with `BEGIN IMMEDIATE`, so a transaction never
+//! upgrades a read lock and SQLite serialises writers: event ids commit in
+//! id order.
+
+mod writer;
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -21,14 +24,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params,
-};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use super::*;
 use crate::domain::board::{NewNote, Status};
 use crate::error::Error;
+use writer::Writer;
 
 /// Idle reader connections kept open; more are opened when several threads
 /// read at once and closed again beyond this.
@@ -40,7 +42,7 @@ pub struct SqliteStore {
 
 struct Inner {
     path: String,
-    writer: Arc<tokio::sync::Mutex<Connection>>,
+    writer: Writer,
     readers: Mutex<Vec<Connection>>,
 }
 
@@ -69,7 +71,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
-                writer: Arc::new(tokio::sync::Mutex::new(writer)),
+                writer: Writer::new(writer),
                 readers: Mutex::new(vec![reader]),
             }),
         })
@@ -92,23 +94,19 @@ impl SqliteStore {
             .map_err(|e| Error::internal(anyhow::anyhow!("database task failed: {e}")))?
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE … COMMIT` on the writer, in place;
-    /// an error rolls the whole transaction back.
-    async fn write<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
-        let mut conn = self.inner.writer.lock().await;
-        in_transaction(&mut conn, f)
+    /// Runs `f` as one write on the writer, in place; an error undoes all
+    /// `f` did and nothing else.
+    async fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.inner.writer.write(f).await
     }
 
     /// [`Self::write`] on the blocking pool, for writes that can take long
     /// (pruning, deleting a room, loading a copy).
     async fn write_blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Transaction) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let mut conn = self.inner.writer.clone().lock_owned().await;
-        tokio::task::spawn_blocking(move || in_transaction(&mut conn, f))
-            .await
-            .map_err(|e| Error::internal(anyhow::anyhow!("database task failed: {e}")))?
+        self.inner.writer.write_blocking(f).await
     }
 
     /// Copies the database to `path` as one consistent snapshot, while
@@ -146,16 +144,6 @@ impl Inner {
         }
         out
     }
-}
-
-fn in_transaction<T>(
-    conn: &mut Connection,
-    f: impl FnOnce(&Transaction) -> Result<T>,
-) -> Result<T> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let out = f(&tx)?;
-    tx.commit()?;
-    Ok(out)
 }
 
 /// Opens one connection with the settings every connection needs.

@@ -1,0 +1,213 @@
+//! The one SQLite writer, with group commit.
+//!
+//! Every write runs in place on the writer connection, inside a savepoint of
+//! a transaction that may be shared. When a write is done and others already
+//! queue behind it, it leaves the transaction open for them and waits; the
+//! last of the queue (or the write that fills the batch) commits for all.
+//! Under load one `COMMIT` — one set of WAL frames, one full-text segment —
+//! carries many writes; a write on its own commits at once. Either way a
+//! write returns only after the commit that carries it, with its outcome: a
+//! failed write rolls back to its savepoint and leaves the others alone; a
+//! failed commit fails every write it carried.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rusqlite::Connection;
+use tokio::sync::{Mutex, watch};
+
+use crate::error::{Error, Result};
+
+/// Most writes one commit carries, so a steady queue still commits often.
+const MAX_BATCH: usize = 64;
+
+/// How a batch ended: `None` while it is open.
+type Outcome = Option<std::result::Result<(), String>>;
+
+pub struct Writer {
+    state: Arc<Mutex<State>>,
+    /// Writes waiting for the connection; the holder leaves the batch open
+    /// for them while there are any.
+    queued: Arc<AtomicUsize>,
+}
+
+struct State {
+    conn: Connection,
+    batch: Option<Batch>,
+}
+
+struct Batch {
+    writes: usize,
+    done: watch::Sender<Outcome>,
+}
+
+impl Writer {
+    pub fn new(conn: Connection) -> Writer {
+        Writer {
+            state: Arc::new(Mutex::new(State { conn, batch: None })),
+            queued: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Runs `f` as one write, in place (for writes that take microseconds).
+    pub async fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let queued = Queued::new(self);
+        let mut state = self.state.lock().await;
+        queued.acquired();
+        let (out, pending) = run(&mut state, &self.queued, f);
+        drop(state);
+        settle(out, pending).await
+    }
+
+    /// Runs `f` as one write on the blocking pool (for writes that can take
+    /// long: pruning, deleting a room, loading a copy).
+    pub async fn write_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let queued = Queued::new(self);
+        let mut state = self.state.clone().lock_owned().await;
+        queued.acquired();
+        let counter = self.queued.clone();
+        let (out, pending) = tokio::task::spawn_blocking(move || run(&mut state, &counter, f))
+            .await
+            .map_err(|e| Error::internal(anyhow::anyhow!("database task failed: {e}")))?;
+        settle(out, pending).await
+    }
+}
+
+/// Runs `f` in a savepoint of the open batch (opening one if needed), then
+/// commits unless others queue behind. Gives `f`'s result and, when the
+/// batch was left open, the receiver of its outcome.
+fn run<T>(
+    state: &mut State,
+    queued: &AtomicUsize,
+    f: impl FnOnce(&Connection) -> Result<T>,
+) -> (Result<T>, Option<watch::Receiver<Outcome>>) {
+    if state.batch.is_none() {
+        if let Err(e) = state.conn.execute_batch("BEGIN IMMEDIATE") {
+            return (Err(e.into()), None);
+        }
+        state.batch = Some(Batch {
+            writes: 0,
+            done: watch::Sender::new(None),
+        });
+    }
+    let out = in_savepoint(&state.conn, f);
+    if state.conn.is_autocommit() {
+        // SQLite rolled the whole transaction back (an I/O error, a full
+        // disk): every write of the batch is lost.
+        let lost = "the transaction was rolled back by the database".to_owned();
+        finish(state, Err(lost.clone()));
+        return (out.and(Err(Error::internal(anyhow::anyhow!(lost)))), None);
+    }
+    let Some(batch) = state.batch.as_mut() else {
+        return (out, None);
+    };
+    if out.is_ok() {
+        batch.writes += 1;
+    }
+    if queued.load(Ordering::Acquire) > 0 && batch.writes < MAX_BATCH {
+        // The next writer carries the batch on; wait for its commit.
+        let pending = out.is_ok().then(|| batch.done.subscribe());
+        return (out, pending);
+    }
+    match commit(state) {
+        Ok(()) => (out, None),
+        Err(e) => (out.and(Err(Error::internal(anyhow::anyhow!(e)))), None),
+    }
+}
+
+/// Runs `f` between `SAVEPOINT` and `RELEASE`; a failure rolls back to the
+/// savepoint, so the batch keeps only the writes that succeeded.
+fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    conn.execute_batch("SAVEPOINT write")?;
+    match f(conn) {
+        Ok(v) => {
+            conn.execute_batch("RELEASE write")?;
+            Ok(v)
+        }
+        Err(e) => {
+            if !conn.is_autocommit() {
+                conn.execute_batch("ROLLBACK TO write; RELEASE write")?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Commits the open batch and tells the writes that wait on it.
+fn commit(state: &mut State) -> std::result::Result<(), String> {
+    let result = state
+        .conn
+        .execute_batch("COMMIT")
+        .map_err(|e| e.to_string());
+    if result.is_err() && !state.conn.is_autocommit() {
+        let _ = state.conn.execute_batch("ROLLBACK");
+    }
+    finish(state, result.clone());
+    result
+}
+
+fn finish(state: &mut State, outcome: std::result::Result<(), String>) {
+    if let Some(batch) = state.batch.take() {
+        batch.done.send_replace(Some(outcome));
+    }
+}
+
+/// A write's result once the batch that carries it has ended.
+async fn settle<T>(out: Result<T>, pending: Option<watch::Receiver<Outcome>>) -> Result<T> {
+    let Some(mut rx) = pending else { return out };
+    let outcome = rx
+        .wait_for(Option::is_some)
+        .await
+        .map(|o| o.clone())
+        .map_err(|_| Error::internal(anyhow::anyhow!("the writer went away before commit")))?;
+    match outcome {
+        Some(Err(e)) => Err(Error::internal(anyhow::anyhow!("commit failed: {e}"))),
+        _ => out,
+    }
+}
+
+/// A write's place in the queue. Dropped before it got the connection (its
+/// request was cancelled), it commits a batch that was left open for it.
+struct Queued {
+    state: Arc<Mutex<State>>,
+    queued: Arc<AtomicUsize>,
+    waiting: bool,
+}
+
+impl Queued {
+    fn new(w: &Writer) -> Queued {
+        w.queued.fetch_add(1, Ordering::AcqRel);
+        Queued {
+            state: w.state.clone(),
+            queued: w.queued.clone(),
+            waiting: true,
+        }
+    }
+
+    fn acquired(mut self) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        self.waiting = false;
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if !self.waiting {
+            return;
+        }
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        let state = self.state.clone();
+        let queued = self.queued.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let mut state = state.lock().await;
+                if state.batch.is_some() && queued.load(Ordering::Acquire) == 0 {
+                    let _ = commit(&mut state);
+                }
+            });
+        }
+    }
+}
