@@ -8,9 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use clap::{Args, ValueEnum};
 use futures::StreamExt;
-use serde::Serialize;
+use reqwest::StatusCode;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 #[derive(Args)]
@@ -39,6 +41,10 @@ pub struct BenchArgs {
     /// Skip the /healthz baseline (no ratio to the bare HTTP ceiling).
     #[arg(long)]
     no_baseline: bool,
+    /// Messages to post into the room before measuring, to see how a room
+    /// that already holds many behaves (compare with a run without).
+    #[arg(long, default_value_t = 0)]
+    prefill: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -97,8 +103,8 @@ struct Agent {
 }
 
 impl Agent {
-    /// One `tools/call`; `Ok(structured result)` or `Err(reason)`.
-    async fn call(&self, tool: &str, mut args: Value) -> Result<Value, String> {
+    /// Sends one `tools/call` and reads the whole answer.
+    async fn send(&self, tool: &str, mut args: Value) -> Result<(StatusCode, Bytes), String> {
         if let (Some(room), Some(obj)) = (&self.room, args.as_object_mut()) {
             obj.entry("room").or_insert(json!(room));
         }
@@ -113,22 +119,54 @@ impl Agent {
             .await
             .map_err(|e| format!("request: {e}"))?;
         let status = resp.status();
-        let v: Value = resp.json().await.map_err(|e| format!("body: {e}"))?;
+        let bytes = resp.bytes().await.map_err(|e| format!("body: {e}"))?;
+        Ok((status, bytes))
+    }
+
+    /// One `tools/call`; `Ok(structured result)` or `Err(reason)`.
+    async fn call(&self, tool: &str, args: Value) -> Result<Value, String> {
+        let (status, bytes) = self.send(tool, args).await?;
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("body: {e}"))?;
         if !status.is_success() {
             return Err(format!("HTTP {status}: {v}"));
         }
         let result = &v["result"];
-        if result["isError"] == json!(true) {
+        if result["isError"] == json!(true) || result.is_null() {
             return Err(result["content"][0]["text"]
                 .as_str()
-                .unwrap_or("tool error")
-                .to_owned());
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("no result: {v}")));
         }
         if let Some(s) = result.get("structuredContent") {
             return Ok(s.clone());
         }
         let text = result["content"][0]["text"].as_str().ok_or("no result")?;
         serde_json::from_str(text).map_err(|e| format!("result: {e}"))
+    }
+
+    /// One `tools/call` whose result is not needed, only that it succeeded.
+    /// The answer is checked without being built into a tree, so the loader,
+    /// which shares the machine with the server, spends little on it.
+    async fn call_ok(&self, tool: &str, args: Value) -> Result<(), String> {
+        #[derive(Deserialize)]
+        struct Answer {
+            result: Option<Outcome>,
+        }
+        #[derive(Deserialize)]
+        struct Outcome {
+            #[serde(rename = "isError", default)]
+            is_error: bool,
+        }
+        let (status, bytes) = self.send(tool, args).await?;
+        match serde_json::from_slice::<Answer>(&bytes) {
+            Ok(Answer {
+                result: Some(Outcome { is_error: false }),
+            }) if status.is_success() => Ok(()),
+            _ => Err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(500)])
+            )),
+        }
     }
 }
 
@@ -163,6 +201,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 "whoami failed for a token ({e}); is the server up and the token valid?"
             )
         })?;
+    }
+    if args.prefill > 0 {
+        prefill(&agents, args.concurrency, args.prefill).await?;
     }
     let scenarios = match args.scenario {
         Scenario::All => vec![
@@ -207,114 +248,108 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(rate)
     };
     for s in scenarios {
-        let mut r =
-            match s {
-                Scenario::Whoami => {
-                    throughput(
-                        "whoami",
-                        &agents,
-                        args.concurrency,
-                        duration,
-                        |a, _| async move { a.call("whoami", json!({})).await.map(drop) },
-                    )
-                    .await
-                }
-                Scenario::PostMessage => {
-                    throughput(
-                        "post_message",
-                        &agents,
-                        args.concurrency,
-                        duration,
-                        |a, i| async move {
-                            a.call(
-                                "post_message",
-                                json!({"body": format!("bench message {i}")}),
-                            )
-                            .await
-                            .map(drop)
-                        },
-                    )
-                    .await
-                }
-                Scenario::ReadMessages => {
-                    seed_messages(&agents[0], 100).await?;
-                    throughput(
-                        "read_messages",
-                        &agents,
-                        args.concurrency,
-                        duration,
-                        |a, _| async move {
-                            a.call("read_messages", json!({"limit": 50}))
-                                .await
-                                .map(drop)
-                        },
-                    )
-                    .await
-                }
-                Scenario::WhatsNew => throughput(
+        let mut r = match s {
+            Scenario::Whoami => {
+                throughput(
+                    "whoami",
+                    &agents,
+                    args.concurrency,
+                    duration,
+                    |a, _| async move { a.call_ok("whoami", json!({})).await },
+                )
+                .await
+            }
+            Scenario::PostMessage => {
+                throughput(
+                    "post_message",
+                    &agents,
+                    args.concurrency,
+                    duration,
+                    |a, i| async move {
+                        a.call_ok(
+                            "post_message",
+                            json!({"body": format!("bench message {i}")}),
+                        )
+                        .await
+                    },
+                )
+                .await
+            }
+            Scenario::ReadMessages => {
+                seed_messages(&agents[0], 100).await?;
+                throughput(
+                    "read_messages",
+                    &agents,
+                    args.concurrency,
+                    duration,
+                    |a, _| async move { a.call_ok("read_messages", json!({"limit": 50})).await },
+                )
+                .await
+            }
+            Scenario::WhatsNew => {
+                throughput(
                     "whats_new",
                     &agents,
                     args.concurrency,
                     duration,
-                    |a, _| async move { a.call("whats_new", json!({"limit": 50})).await.map(drop) },
+                    |a, _| async move { a.call_ok("whats_new", json!({"limit": 50})).await },
                 )
-                .await,
-                Scenario::ClaimStorm => claim_storm(&agents, args.concurrency, args.tasks).await?,
-                Scenario::WaitWake => wait_wake(&agents, args.concurrency).await?,
-                Scenario::SseFanout => sse_fanout(&agents, args.concurrency).await?,
-                Scenario::Mixed => {
-                    throughput(
-                        "mixed",
-                        &agents,
-                        args.concurrency,
-                        duration,
-                        |a, i| async move { mixed_step(&a, i).await },
-                    )
-                    .await
-                }
-                Scenario::CreateTask => {
-                    throughput(
-                        "create_task",
-                        &agents,
-                        args.concurrency,
-                        duration,
-                        |a, i| async move {
-                            a.call("create_task", json!({"title": format!("bench task {i}")}))
-                                .await
-                                .map(drop)
-                        },
-                    )
-                    .await
-                }
-                Scenario::UpdateTask => {
-                    let mut ids = Vec::new();
-                    for w in 0..args.concurrency {
-                        let a = &agents[w % agents.len()];
-                        let t = a
-                            .call("create_task", json!({"title": format!("updated {w}")}))
+                .await
+            }
+            Scenario::ClaimStorm => claim_storm(&agents, args.concurrency, args.tasks).await?,
+            Scenario::WaitWake => wait_wake(&agents, args.concurrency).await?,
+            Scenario::SseFanout => sse_fanout(&agents, args.concurrency).await?,
+            Scenario::Mixed => {
+                throughput(
+                    "mixed",
+                    &agents,
+                    args.concurrency,
+                    duration,
+                    |a, i| async move { mixed_step(&a, i).await },
+                )
+                .await
+            }
+            Scenario::CreateTask => {
+                throughput(
+                    "create_task",
+                    &agents,
+                    args.concurrency,
+                    duration,
+                    |a, i| async move {
+                        a.call_ok("create_task", json!({"title": format!("bench task {i}")}))
                             .await
-                            .map_err(|e| anyhow::anyhow!(e))?;
-                        ids.push(t["created"]["id"].clone());
-                    }
-                    let ids = Arc::new(ids);
-                    throughput(
-                        "update_task",
-                        &agents,
-                        args.concurrency,
-                        duration,
-                        move |a, i| {
-                            let id = ids[(i / 1_000_000) as usize % ids.len()].clone();
-                            async move {
-                                a.call("update_task", json!({"task_id": id, "note": "progress"}))
-                                    .await
-                                    .map(drop)
-                            }
-                        },
-                    )
-                    .await
+                    },
+                )
+                .await
+            }
+            Scenario::UpdateTask => {
+                let mut ids = Vec::new();
+                for w in 0..args.concurrency {
+                    let a = &agents[w % agents.len()];
+                    let t = a
+                        .call("create_task", json!({"title": format!("updated {w}")}))
+                        .await
+                        .map_err(|e| anyhow::anyhow!(e))?;
+                    ids.push(t["created"]["id"].clone());
                 }
-                Scenario::All | Scenario::Baseline => unreachable!(),
-            };
+                let ids = Arc::new(ids);
+                throughput(
+                    "update_task",
+                    &agents,
+                    args.concurrency,
+                    duration,
+                    move |a, i| {
+                        let id = ids[(i / 1_000_000) as usize % ids.len()].clone();
+                        async move {
+                            a.call_ok("update_task", json!({"task_id": id, "note": "progress"}))
+                                .await
+                        }
+                    },
+                )
+                .await
+            }
+            Scenario::All | Scenario::Baseline => unreachable!(),
+        };
         if let Some(b) = baseline
             && b > 0.0
             && r.calls_per_s > 0.0
@@ -474,6 +509,51 @@ where
     r
 }
 
+/// Posts `n` messages from `concurrency` clients, with a progress line.
+async fn prefill(agents: &[Agent], concurrency: usize, n: u64) -> anyhow::Result<()> {
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let progress = {
+        let next = next.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let done = next.load(Ordering::Relaxed).min(n);
+                let t = started.elapsed().as_secs_f64();
+                eprint!("\rprefill        {t:>5.1}s {done:>9} of {n} messages   ");
+            }
+        })
+    };
+    let workers: Vec<_> = (0..concurrency)
+        .map(|w| {
+            let (agent, next) = (agents[w % agents.len()].clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        return Ok::<(), String>(());
+                    }
+                    agent
+                        .call_ok(
+                            "post_message",
+                            json!({"body": format!("prefill message {i}")}),
+                        )
+                        .await?;
+                }
+            })
+        })
+        .collect();
+    let mut outcome = Ok(());
+    for w in workers {
+        if let Err(e) = w.await? {
+            outcome = Err(anyhow::anyhow!("prefill: {e}"));
+        }
+    }
+    progress.abort();
+    eprintln!();
+    outcome
+}
+
 async fn seed_messages(agent: &Agent, n: usize) -> anyhow::Result<()> {
     for i in 0..n {
         agent
@@ -487,22 +567,19 @@ async fn seed_messages(agent: &Agent, n: usize) -> anyhow::Result<()> {
 /// One step of a plausible agent: mostly reading, some chat, some board work.
 async fn mixed_step(a: &Agent, i: u64) -> Result<(), String> {
     match i % 10 {
-        0..=2 => a.call("whats_new", json!({"limit": 20})).await.map(drop),
-        3 => a
-            .call("read_messages", json!({"limit": 20}))
-            .await
-            .map(drop),
-        4 | 5 => a
-            .call(
+        0..=2 => a.call_ok("whats_new", json!({"limit": 20})).await,
+        3 => a.call_ok("read_messages", json!({"limit": 20})).await,
+        4 | 5 => {
+            a.call_ok(
                 "post_message",
                 json!({"body": format!("status update {i}")}),
             )
             .await
-            .map(drop),
-        6 => a
-            .call("list_tasks", json!({"status": "open", "limit": 20}))
-            .await
-            .map(drop),
+        }
+        6 => {
+            a.call_ok("list_tasks", json!({"status": "open", "limit": 20}))
+                .await
+        }
         7 => {
             let t = a
                 .call(
@@ -513,12 +590,11 @@ async fn mixed_step(a: &Agent, i: u64) -> Result<(), String> {
             let id = t["created"]["id"].clone();
             a.call("add_note", json!({"task_id": id, "body": "on it"}))
                 .await?;
-            a.call("submit_result", json!({"task_id": id, "result": "done"}))
+            a.call_ok("submit_result", json!({"task_id": id, "result": "done"}))
                 .await
-                .map(drop)
         }
-        8 => a.call("get_room_info", json!({})).await.map(drop),
-        _ => a.call("search", json!({"query": "status"})).await.map(drop),
+        8 => a.call_ok("get_room_info", json!({})).await,
+        _ => a.call_ok("search", json!({"query": "status"})).await,
     }
 }
 
