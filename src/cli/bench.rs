@@ -145,23 +145,40 @@ impl Agent {
     }
 
     /// One `tools/call` whose result is not needed, only that it succeeded.
-    /// The answer is checked without being built into a tree, so the loader,
-    /// which shares the machine with the server, spends little on it.
     async fn call_ok(&self, tool: &str, args: Value) -> Result<(), String> {
+        self.call_as::<serde::de::IgnoredAny>(tool, args)
+            .await
+            .map(drop)
+    }
+
+    /// One `tools/call` whose structured result is read straight into `T`
+    /// (fields `T` lacks are skipped, not built), so the loader, which shares
+    /// the machine with the server, spends little on answers.
+    async fn call_as<T: serde::de::DeserializeOwned>(
+        &self,
+        tool: &str,
+        args: Value,
+    ) -> Result<T, String> {
         #[derive(Deserialize)]
-        struct Answer {
-            result: Option<Outcome>,
+        struct Answer<T> {
+            result: Option<Outcome<T>>,
         }
         #[derive(Deserialize)]
-        struct Outcome {
+        struct Outcome<T> {
             #[serde(rename = "isError", default)]
             is_error: bool,
+            #[serde(rename = "structuredContent")]
+            structured: Option<T>,
         }
         let (status, bytes) = self.send(tool, args).await?;
-        match serde_json::from_slice::<Answer>(&bytes) {
+        match serde_json::from_slice::<Answer<T>>(&bytes) {
             Ok(Answer {
-                result: Some(Outcome { is_error: false }),
-            }) if status.is_success() => Ok(()),
+                result:
+                    Some(Outcome {
+                        is_error: false,
+                        structured: Some(v),
+                    }),
+            }) if status.is_success() => Ok(v),
             _ => Err(format!(
                 "HTTP {status}: {}",
                 String::from_utf8_lossy(&bytes[..bytes.len().min(500)])
@@ -713,8 +730,14 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     for i in 0..n {
         let w = waiters[i % waiters.len()].clone();
         handles.push(tokio::spawn(async move {
-            let r = w.call("wait_for_change", json!({"timeout_s": 60})).await;
-            (Instant::now(), r.map(|v| v["changed"] == json!(true)))
+            #[derive(Deserialize)]
+            struct Waited {
+                changed: bool,
+            }
+            let r = w
+                .call_as::<Waited>("wait_for_change", json!({"timeout_s": 60}))
+                .await;
+            (Instant::now(), r.map(|v| v.changed))
         }));
     }
     // Let every waiter park; the server gives no signal for that.
