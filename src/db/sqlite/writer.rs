@@ -333,4 +333,37 @@ mod tests {
         }
         assert_eq!(committed(&path), (0..40).collect::<Vec<_>>());
     }
+
+    /// A batch left open for a queued write whose request is then cancelled
+    /// still commits: the cancelled write hands the commit on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_queued_write_does_not_strand_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = writer(&dir);
+        let writer = Arc::new(writer);
+        // Hold the connection as a write in progress would.
+        let mut state = writer.state.lock().await;
+        let queued = {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                writer
+                    .write(|c| Ok(c.execute("INSERT INTO t (v) VALUES (1)", [])?))
+                    .await
+            })
+        };
+        while writer.queued.load(Ordering::Acquire) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // The write in progress sees one queued behind it and leaves the
+        // batch open for it.
+        let (out, pending) = run(&mut state, &writer.queued, |c| {
+            Ok(c.execute("INSERT INTO t (v) VALUES (0)", [])?)
+        });
+        assert!(pending.is_some(), "the batch should have been left open");
+        queued.abort();
+        assert!(queued.await.unwrap_err().is_cancelled());
+        drop(state);
+        assert_eq!(settle(out, pending).await.unwrap(), 1);
+        assert_eq!(committed(&path), vec![0]);
+    }
 }
