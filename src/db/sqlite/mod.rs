@@ -214,54 +214,78 @@ fn exec<P: rusqlite::Params>(c: &Connection, sql: &str, params: P) -> Result<u64
     Ok(stmt.execute(params)? as u64)
 }
 
+// The columns of the rows read on every call, in the order their `*_from_row`
+// reads them by position (a lookup by name costs a string search per value).
+macro_rules! room_columns {
+    () => {
+        "name, description, repo_url, onboarding_notes, retention_days"
+    };
+}
+macro_rules! token_columns {
+    () => {
+        "id, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, revoked_ts"
+    };
+}
+macro_rules! message_columns {
+    () => {
+        "id, room, ts, author, body, reply_to"
+    };
+}
+macro_rules! event_columns {
+    () => {
+        "id, room, ts, kind, actor, task_id, message_id, detail"
+    };
+}
+
 fn room_from_row(r: &Row) -> rusqlite::Result<Room> {
     Ok(Room {
-        name: r.get("name")?,
-        description: r.get("description")?,
-        repo_url: r.get("repo_url")?,
-        onboarding_notes: r.get("onboarding_notes")?,
-        retention_days: r.get("retention_days")?,
+        name: r.get(0)?,
+        description: r.get(1)?,
+        repo_url: r.get(2)?,
+        onboarding_notes: r.get(3)?,
+        retention_days: r.get(4)?,
     })
 }
 
+/// A row of `token_columns!()` followed by `last_seen` (or `NULL`).
 fn token_from_row(r: &Row) -> rusqlite::Result<TokenRecord> {
     Ok(TokenRecord {
-        id: r.get("id")?,
-        agent: r.get("agent")?,
-        room: r.get("room")?,
-        also_rooms: parse_list(&r.get::<_, String>("also_rooms")?),
-        readonly: r.get("readonly")?,
-        admin: r.get("admin")?,
-        all_rooms: r.get("all_rooms")?,
-        lead: r.get("lead")?,
-        skills: parse_list(&r.get::<_, String>("skills")?),
-        created_ts: r.get("created_ts")?,
-        revoked_ts: r.get("revoked_ts")?,
-        last_seen: r.get("last_seen").unwrap_or(None),
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        room: r.get(2)?,
+        also_rooms: parse_list(&r.get::<_, String>(3)?),
+        readonly: r.get(4)?,
+        admin: r.get(5)?,
+        all_rooms: r.get(6)?,
+        lead: r.get(7)?,
+        skills: parse_list(&r.get::<_, String>(8)?),
+        created_ts: r.get(9)?,
+        revoked_ts: r.get(10)?,
+        last_seen: r.get(11)?,
     })
 }
 
 fn message_from_row(r: &Row) -> rusqlite::Result<Message> {
     Ok(Message {
-        id: r.get("id")?,
-        room: r.get("room")?,
-        ts: r.get("ts")?,
-        author: r.get("author")?,
-        body: r.get("body")?,
-        reply_to: r.get("reply_to")?,
+        id: r.get(0)?,
+        room: r.get(1)?,
+        ts: r.get(2)?,
+        author: r.get(3)?,
+        body: r.get(4)?,
+        reply_to: r.get(5)?,
     })
 }
 
 fn event_from_row(r: &Row) -> rusqlite::Result<Event> {
-    let detail: String = r.get("detail")?;
+    let detail: String = r.get(7)?;
     Ok(Event {
-        id: r.get("id")?,
-        room: r.get("room")?,
-        ts: r.get("ts")?,
-        kind: r.get("kind")?,
-        actor: r.get("actor")?,
-        task_id: r.get("task_id")?,
-        message_id: r.get("message_id")?,
+        id: r.get(0)?,
+        room: r.get(1)?,
+        ts: r.get(2)?,
+        kind: r.get(3)?,
+        actor: r.get(4)?,
+        task_id: r.get(5)?,
+        message_id: r.get(6)?,
         detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
     })
 }
@@ -280,29 +304,30 @@ fn file_from_row(r: &Row) -> rusqlite::Result<FileMeta> {
     })
 }
 
-/// A task row; its status is checked by the caller ([`checked_status`]).
+/// A row of `TASK_COLUMNS`; its status is checked by the caller
+/// ([`checked_status`]).
 fn task_from_row(r: &Row) -> rusqlite::Result<(Task, String)> {
-    let status: String = r.get("status")?;
+    let status: String = r.get(4)?;
     Ok((
         Task {
-            id: r.get("id")?,
-            room: r.get("room")?,
-            title: r.get("title")?,
-            body: r.get("body")?,
+            id: r.get(0)?,
+            room: r.get(1)?,
+            title: r.get(2)?,
+            body: r.get(3)?,
             status: Status::Pending,
-            assignee: r.get("assignee")?,
+            assignee: r.get(5)?,
             depends_on: Vec::new(),
             blocked_by_unfinished: Vec::new(),
-            version: r.get("version")?,
-            created_by: r.get("created_by")?,
-            created_ts: r.get("created_ts")?,
-            updated_ts: r.get("updated_ts")?,
-            priority: r.get("priority")?,
-            required_skill: r.get("required_skill")?,
-            needs_review: r.get("needs_review")?,
-            result: r.get("result")?,
-            lease_expires_ts: r.get("lease_expires_ts")?,
-            lease_seconds: r.get("lease_seconds")?,
+            version: r.get(6)?,
+            created_by: r.get(7)?,
+            created_ts: r.get(8)?,
+            updated_ts: r.get(9)?,
+            priority: r.get(10)?,
+            required_skill: r.get(11)?,
+            needs_review: r.get(12)?,
+            result: r.get(13)?,
+            lease_expires_ts: r.get(15)?,
+            lease_seconds: r.get(14)?,
         },
         status,
     ))
@@ -461,7 +486,11 @@ fn prune_room(c: &Connection, room: &str, cutoff: i64) -> Result<PruneCount> {
 }
 
 /// The events of a room after `since`, optionally without `agent`'s own.
-const EVENTS_AFTER: &str = "SELECT * FROM events WHERE room = ?1 AND id > ?2 AND (?3 = 0 OR actor <> ?4) ORDER BY id LIMIT ?5";
+const EVENTS_AFTER: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM events WHERE room = ?1 AND id > ?2 AND (?3 = 0 OR actor <> ?4) ORDER BY id LIMIT ?5"
+);
 
 /// One `whats_new` page read on `c` (a transaction: the reads agree).
 fn event_page(
@@ -545,7 +574,7 @@ impl Store for SqliteStore {
         self.read(|c| {
             row(
                 c,
-                "SELECT * FROM rooms WHERE name = ?1",
+                concat!("SELECT ", room_columns!(), " FROM rooms WHERE name = ?1"),
                 [name],
                 room_from_row,
             )
@@ -558,18 +587,18 @@ impl Store for SqliteStore {
         self.read_blocking(move |c| {
             rows(
                 c,
-                "SELECT r.*, \
+                concat!("SELECT ", room_columns!(), ", \
                  (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status IN ('pending','in_progress','blocked','in_review')) AS open_tasks, \
                  (SELECT COUNT(*) FROM messages m WHERE m.room = r.name) AS messages, \
                  (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > ?1)) AS files \
-                 FROM rooms r ORDER BY r.name",
+                 FROM rooms r ORDER BY r.name"),
                 [now],
                 |r| {
                     Ok(RoomSummary {
                         room: room_from_row(r)?,
-                        open_tasks: r.get("open_tasks")?,
-                        messages: r.get("messages")?,
-                        files: r.get("files")?,
+                        open_tasks: r.get(5)?,
+                        messages: r.get(6)?,
+                        files: r.get(7)?,
                     })
                 },
             )
@@ -587,9 +616,9 @@ impl Store for SqliteStore {
         self.write(|c| {
             let Some(updated) = row(
                 c,
-                "UPDATE rooms SET description = COALESCE(?2, description), \
+                concat!("UPDATE rooms SET description = COALESCE(?2, description), \
                  repo_url = COALESCE(?3, repo_url), onboarding_notes = COALESCE(?4, onboarding_notes) \
-                 WHERE name = ?1 RETURNING *",
+                 WHERE name = ?1 RETURNING ", room_columns!()),
                 params![room, info.description, info.repo_url, info.onboarding_notes],
                 room_from_row,
             )?
@@ -757,7 +786,11 @@ impl Store for SqliteStore {
         self.read(|c| {
             row(
                 c,
-                "SELECT * FROM tokens WHERE hash = ?1",
+                concat!(
+                    "SELECT ",
+                    token_columns!(),
+                    ", NULL FROM tokens WHERE hash = ?1"
+                ),
                 [hash],
                 token_from_row,
             )
@@ -768,8 +801,13 @@ impl Store for SqliteStore {
         self.read(|c| {
             rows(
                 c,
-                "SELECT t.*, (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = t.agent) AS last_seen \
-                 FROM tokens t ORDER BY t.id",
+                concat!(
+                    "SELECT ",
+                    token_columns!(),
+                    ", \
+                 (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = tokens.agent) \
+                 FROM tokens ORDER BY id"
+                ),
                 [],
                 token_from_row,
             )
@@ -902,7 +940,11 @@ impl Store for SqliteStore {
         self.read(|c| {
             rows(
                 c,
-                "SELECT * FROM messages WHERE room = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+                concat!(
+                    "SELECT ",
+                    message_columns!(),
+                    " FROM messages WHERE room = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
+                ),
                 params![room, since_id, limit],
                 message_from_row,
             )
@@ -933,9 +975,13 @@ impl Store for SqliteStore {
         self.read(|c| {
             rows(
                 c,
-                "SELECT * FROM events WHERE room = ?1 AND id > ?2 \
+                concat!(
+                    "SELECT ",
+                    event_columns!(),
+                    " FROM events WHERE room = ?1 AND id > ?2 \
                  AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR task_id = ?4) \
-                 ORDER BY id LIMIT ?5",
+                 ORDER BY id LIMIT ?5"
+                ),
                 params![room, f.since_id, f.kind, f.task_id, f.limit],
                 event_from_row,
             )
