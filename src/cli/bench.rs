@@ -742,28 +742,46 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     }
     // Let every waiter park; the server gives no signal for that.
     tokio::time::sleep(Duration::from_millis(500 + n as u64)).await;
+    let sent = Instant::now();
     poster
         .call("post_message", json!({"body": "wake up"}))
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     let posted = Instant::now();
     let mut samples = Vec::new();
+    let mut from_send = Vec::new();
     let mut errors = 0;
     for h in handles {
         let (at, r) = h.await?;
         match r {
-            Ok(true) => samples.push(at.saturating_duration_since(posted).as_micros() as u64),
+            Ok(true) => {
+                samples.push(at.saturating_duration_since(posted).as_micros() as u64);
+                from_send.push(at.saturating_duration_since(sent).as_micros() as u64);
+            }
             _ => errors += 1,
         }
     }
-    Ok(delivery_report(
+    let mut r = delivery_report(
         "wait_wake",
         n,
         started,
         samples,
         errors,
-        "time from the post's reply to each waiter's reply",
-    ))
+        "time from the post's reply to each waiter's reply (0 when a waiter was back first)",
+    );
+    // The same from the moment the post was sent, which does not depend on
+    // whether the post's own reply or the waiters' came back first.
+    let mut sent_report = Report::default();
+    fill_latencies(&mut sent_report, from_send);
+    r.extra
+        .insert("from_send_p50_ms".into(), json!(sent_report.p50_ms));
+    r.extra
+        .insert("from_send_p99_ms".into(), json!(sent_report.p99_ms));
+    r.extra.insert(
+        "post_reply_ms".into(),
+        json!(posted.duration_since(sent).as_secs_f64() * 1000.0),
+    );
+    Ok(r)
 }
 
 /// Opens `n` `/v1/stream` subscribers, posts once, and times the delivery of
