@@ -34,7 +34,12 @@ const CLIENT_VARIABLES: &[&str] = &[
 ];
 
 /// The guides whose commands must be real.
-const GUIDES: &[&str] = &["GETTING_STARTED.md", "CLOUDFLARE_TUNNEL.md", "README.md"];
+const GUIDES: &[&str] = &[
+    "GETTING_STARTED.md",
+    "CLOUDFLARE_TUNNEL.md",
+    "README.md",
+    "BENCHMARKS.md",
+];
 
 fn repo_file(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
