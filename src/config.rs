@@ -136,10 +136,7 @@ impl Config {
 
     /// Parses and validates every setting from `vars`.
     pub fn from_map(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
-        let mut r = Reader {
-            vars,
-            errors: Vec::new(),
-        };
+        let mut r = VarReader::new(vars);
         let listen = r.parse("CHATROOM_LISTEN", "127.0.0.1:8080".parse().unwrap(), |v| {
             v.parse::<SocketAddr>()
                 .map_err(|_| "expected ADDRESS:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080".into())
@@ -223,7 +220,9 @@ impl Config {
             }
         };
         if !r.errors.is_empty() {
-            return Err(ConfigError(r.errors));
+            return Err(ConfigError(
+                r.errors.iter().map(|e| format!("  {e}")).collect(),
+            ));
         }
         Ok(Config {
             listen,
@@ -283,19 +282,29 @@ pub fn parse_switch(v: &str) -> Option<bool> {
     }
 }
 
-struct Reader<'a> {
+/// Reads settings from a map of environment variables. A bad value is noted
+/// (`NAME: why`) and reading goes on with the default, so one start-up names
+/// every bad variable; the server's config and the worker's settings share it.
+pub(crate) struct VarReader<'a> {
     vars: &'a HashMap<String, String>,
-    errors: Vec<String>,
+    pub errors: Vec<String>,
 }
 
-impl Reader<'_> {
-    fn bad(&mut self, name: &str, why: &str) {
-        self.errors.push(format!("  {name}: {why}"));
+impl<'a> VarReader<'a> {
+    pub fn new(vars: &'a HashMap<String, String>) -> VarReader<'a> {
+        VarReader {
+            vars,
+            errors: Vec::new(),
+        }
+    }
+
+    pub fn bad(&mut self, name: &str, why: &str) {
+        self.errors.push(format!("{name}: {why}"));
     }
 
     /// The value of `name`, with an empty value treated as unset (compose
     /// passes empty values for variables the user left blank).
-    fn string(&self, name: &str) -> Option<String> {
+    pub fn string(&self, name: &str) -> Option<String> {
         self.vars
             .get(name)
             .map(|v| v.trim())
@@ -303,7 +312,21 @@ impl Reader<'_> {
             .map(str::to_owned)
     }
 
-    fn parse<T>(&mut self, name: &str, default: T, f: impl FnOnce(&str) -> Result<T, String>) -> T {
+    /// The value of `name`, noted as missing when it is not set.
+    pub fn required(&mut self, name: &str) -> Option<String> {
+        let v = self.string(name);
+        if v.is_none() {
+            self.bad(name, "is not set");
+        }
+        v
+    }
+
+    pub fn parse<T>(
+        &mut self,
+        name: &str,
+        default: T,
+        f: impl FnOnce(&str) -> Result<T, String>,
+    ) -> T {
         match self.string(name) {
             None => default,
             Some(v) => match f(&v) {
@@ -316,13 +339,13 @@ impl Reader<'_> {
         }
     }
 
-    fn switch(&mut self, name: &str, default: bool) -> bool {
+    pub fn switch(&mut self, name: &str, default: bool) -> bool {
         self.parse(name, default, |v| {
             parse_switch(v).ok_or_else(|| format!("expected on or off, got {v:?}"))
         })
     }
 
-    fn number<T>(&mut self, name: &str, default: T, min: T, max: T) -> T
+    pub fn number<T>(&mut self, name: &str, default: T, min: T, max: T) -> T
     where
         T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
     {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::auth::token::Secret;
-use crate::config::parse_switch;
+use crate::config::VarReader;
 
 /// What `chatroom worker` runs with, after validation. Secrets print `***`.
 #[derive(Debug, Clone)]
@@ -29,27 +29,24 @@ pub struct Settings {
 impl Settings {
     /// Parses `vars`; on failure, one message per bad variable, each naming it.
     pub fn from_map(vars: &HashMap<String, String>) -> Result<Settings, Vec<String>> {
-        let mut r = Reader {
-            vars,
-            errors: Vec::new(),
-        };
-        let allow_insecure = match r.string("WORKER_ALLOW_INSECURE_HTTP") {
-            None => false,
-            Some(v) => parse_switch(&v).unwrap_or_else(|| {
-                r.bad("WORKER_ALLOW_INSECURE_HTTP", "expected on or off");
-                false
-            }),
-        };
-        let board = r.url("CHATROOM_URL", allow_insecure);
+        let mut r = VarReader::new(vars);
+        let allow_insecure = r.switch("WORKER_ALLOW_INSECURE_HTTP", false);
+        let board = url(&mut r, "CHATROOM_URL", allow_insecure);
         let board_token = r.required("CHATROOM_TOKEN");
-        let model = r.url("WORKER_MODEL_BASE_URL", allow_insecure);
+        let model = url(&mut r, "WORKER_MODEL_BASE_URL", allow_insecure);
         let model_name = r.required("WORKER_MODEL_NAME");
         let api_key = r.string("WORKER_API_KEY").map(Secret::new);
-        let poll_interval = r.seconds("WORKER_POLL_INTERVAL", 10.0, 0.01, 86_400.0);
-        let max_calls_per_hour = r.whole("WORKER_MAX_TASKS_PER_HOUR", 10, 1, 1_000_000);
-        let model_timeout = r.seconds("WORKER_MODEL_TIMEOUT", 120.0, 0.01, 86_400.0);
-        let cooldown = r.seconds("WORKER_COOLDOWN_SECONDS", 900.0, 0.0, 30.0 * 86_400.0);
-        let max_failures = r.whole("WORKER_MAX_FAILURES", 3, 1, 1_000);
+        let poll_interval = seconds(&mut r, "WORKER_POLL_INTERVAL", 10.0, 0.01, 86_400.0);
+        let max_calls_per_hour = r.number("WORKER_MAX_TASKS_PER_HOUR", 10u32, 1, 1_000_000);
+        let model_timeout = seconds(&mut r, "WORKER_MODEL_TIMEOUT", 120.0, 0.01, 86_400.0);
+        let cooldown = seconds(
+            &mut r,
+            "WORKER_COOLDOWN_SECONDS",
+            900.0,
+            0.0,
+            30.0 * 86_400.0,
+        );
+        let max_failures = r.number("WORKER_MAX_FAILURES", 3u32, 1, 1_000);
         let (Some(board), Some(board_token), Some(model), Some(model_name)) =
             (board, board_token, model, model_name)
         else {
@@ -79,77 +76,28 @@ impl Settings {
     }
 }
 
-struct Reader<'a> {
-    vars: &'a HashMap<String, String>,
-    errors: Vec<String>,
+/// A URL the worker may send a secret to. The value itself is never
+/// repeated in a message: a careless one may carry a key.
+fn url(r: &mut VarReader, name: &str, allow_insecure: bool) -> Option<String> {
+    let v = r.required(name)?;
+    match check_url(&v, allow_insecure) {
+        Ok(()) => Some(v.trim_end_matches('/').to_owned()),
+        Err(why) => {
+            r.bad(name, why);
+            None
+        }
+    }
 }
 
-impl Reader<'_> {
-    fn bad(&mut self, name: &str, why: &str) {
-        self.errors.push(format!("{name}: {why}"));
-    }
-
-    /// The trimmed value; an empty value means unset (compose passes those).
-    fn string(&self, name: &str) -> Option<String> {
-        self.vars
-            .get(name)
-            .map(|v| v.trim())
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    }
-
-    fn required(&mut self, name: &str) -> Option<String> {
-        let v = self.string(name);
-        if v.is_none() {
-            self.bad(name, "is not set");
-        }
-        v
-    }
-
-    /// A URL the worker may send a secret to. The value itself is never
-    /// repeated in a message: a careless one may carry a key.
-    fn url(&mut self, name: &str, allow_insecure: bool) -> Option<String> {
-        let v = self.required(name)?;
-        match check_url(&v, allow_insecure) {
-            Ok(()) => Some(v.trim_end_matches('/').to_owned()),
-            Err(why) => {
-                self.bad(name, why);
-                None
-            }
-        }
-    }
-
-    fn seconds(&mut self, name: &str, default: f64, min: f64, max: f64) -> Duration {
-        let Some(v) = self.string(name) else {
-            return Duration::from_secs_f64(default);
-        };
+fn seconds(r: &mut VarReader, name: &str, default: f64, min: f64, max: f64) -> Duration {
+    r.parse(name, Duration::from_secs_f64(default), |v| {
         match v.parse::<f64>() {
-            Ok(n) if n.is_finite() && n >= min && n <= max => Duration::from_secs_f64(n),
-            _ => {
-                self.bad(
-                    name,
-                    &format!("expected seconds from {min} to {max} (fractions allowed)"),
-                );
-                Duration::from_secs_f64(default)
-            }
+            Ok(n) if n.is_finite() && n >= min && n <= max => Ok(Duration::from_secs_f64(n)),
+            _ => Err(format!(
+                "expected seconds from {min} to {max} (fractions allowed)"
+            )),
         }
-    }
-
-    fn whole(&mut self, name: &str, default: u32, min: u32, max: u32) -> u32 {
-        let Some(v) = self.string(name) else {
-            return default;
-        };
-        match v.parse::<u32>() {
-            Ok(n) if (min..=max).contains(&n) => n,
-            _ => {
-                self.bad(
-                    name,
-                    &format!("expected a whole number from {min} to {max}"),
-                );
-                default
-            }
-        }
-    }
+    })
 }
 
 /// `https://` anywhere; `http://` only to a loopback host unless the user
