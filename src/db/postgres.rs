@@ -1145,15 +1145,7 @@ impl Store for PostgresStore {
             None => None,
         };
         let mut events = Vec::with_capacity(c.events.len());
-        for e in &c.events {
-            let mut e = e.clone();
-            if e.kind == "note_added"
-                && let (Some(note_id), Some(note)) = (note_id, &c.note)
-            {
-                e.detail["note_id"] = json!(note_id);
-                e.detail["body"] = json!(note.body);
-                e.detail["mentions"] = json!(note.mentions);
-            }
+        for e in c.events_with_note(note_id) {
             events.push(insert_event(&mut tx, room, &actor, c.now, &e).await?);
         }
         if let Some(audit) = audit {

@@ -181,6 +181,25 @@ pub struct TaskChange {
 }
 
 impl TaskChange {
+    /// The events to append, the `note_added` one completed with the note as
+    /// stored (its id is known only once the store has written it).
+    pub fn events_with_note(&self, note_id: Option<i64>) -> Vec<NewEvent> {
+        self.events
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                if e.kind == "note_added"
+                    && let (Some(note_id), Some(note)) = (note_id, &self.note)
+                {
+                    e.detail["note_id"] = json!(note_id);
+                    e.detail["body"] = json!(note.body);
+                    e.detail["mentions"] = json!(note.mentions);
+                }
+                e
+            })
+            .collect()
+    }
+
     /// A change that starts from `task` as it is.
     fn from(task: &Task, now: i64) -> TaskChange {
         TaskChange {

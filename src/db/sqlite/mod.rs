@@ -1303,18 +1303,11 @@ impl Store for SqliteStore {
                 }
                 None => None,
             };
-            let mut events = Vec::with_capacity(c.events.len());
-            for e in &c.events {
-                let mut e = e.clone();
-                if e.kind == "note_added"
-                    && let (Some(note_id), Some(note)) = (note_id, &c.note)
-                {
-                    e.detail["note_id"] = json!(note_id);
-                    e.detail["body"] = json!(note.body);
-                    e.detail["mentions"] = json!(note.mentions);
-                }
-                events.push(insert_event(tx, room, &actor, c.now, &e)?);
-            }
+            let events = c
+                .events_with_note(note_id)
+                .iter()
+                .map(|e| insert_event(tx, room, &actor, c.now, e))
+                .collect::<Result<Vec<_>>>()?;
             if let Some(audit) = audit {
                 insert_audit_row(tx, audit, room, Some(id), c.now)?;
             }
