@@ -2,7 +2,7 @@
 //! structured content) carrying `room` and `you_are`; results holding text
 //! other agents wrote carry the untrusted-content warning.
 
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 
 use crate::domain::Call;
@@ -48,7 +48,16 @@ impl Reply {
 /// Renders a tool's outcome.
 pub fn respond(outcome: Result<Reply, Error>) -> CallToolResult {
     match outcome {
-        Ok(reply) => CallToolResult::structured(Value::Object(reply.body)),
+        Ok(reply) => {
+            // What `CallToolResult::structured` makes, with the text written
+            // by `serde_json::to_string` rather than through `Display`, which
+            // takes a slower path (measurable on answers of many messages).
+            let value = Value::Object(reply.body);
+            let text = serde_json::to_string(&value).unwrap_or_else(|_| value.to_string());
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(value);
+            result
+        }
         Err(e) => error(&e),
     }
 }
