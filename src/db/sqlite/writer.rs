@@ -118,20 +118,44 @@ fn run<T>(
     }
 }
 
-/// Runs `f` between `SAVEPOINT` and `RELEASE`; a failure rolls back to the
-/// savepoint, so the batch keeps only the writes that succeeded.
+/// Runs `f` between `SAVEPOINT` and `RELEASE`; a failure — or a panic —
+/// rolls back to the savepoint, so the batch keeps only the writes that
+/// succeeded.
 fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    conn.execute_batch("SAVEPOINT write")?;
-    match f(conn) {
-        Ok(v) => {
-            conn.execute_batch("RELEASE write")?;
-            Ok(v)
-        }
-        Err(e) => {
-            if !conn.is_autocommit() {
-                conn.execute_batch("ROLLBACK TO write; RELEASE write")?;
-            }
-            Err(e)
+    let savepoint = Savepoint::open(conn)?;
+    let value = f(conn)?;
+    savepoint.release()?;
+    Ok(value)
+}
+
+/// An open savepoint of one write, rolled back when dropped unreleased.
+struct Savepoint<'c> {
+    conn: &'c Connection,
+    released: bool,
+}
+
+impl<'c> Savepoint<'c> {
+    fn open(conn: &'c Connection) -> Result<Savepoint<'c>> {
+        conn.execute_batch("SAVEPOINT write")?;
+        Ok(Savepoint {
+            conn,
+            released: false,
+        })
+    }
+
+    fn release(mut self) -> Result<()> {
+        self.conn.execute_batch("RELEASE write")?;
+        self.released = true;
+        Ok(())
+    }
+}
+
+impl Drop for Savepoint<'_> {
+    fn drop(&mut self) {
+        // After an error that ended the whole transaction there is nothing
+        // to roll back to; `run` sees that and fails the batch.
+        if !self.released && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK TO write; RELEASE write");
         }
     }
 }
@@ -365,5 +389,31 @@ mod tests {
         drop(state);
         assert_eq!(settle(out, pending).await.unwrap(), 1);
         assert_eq!(committed(&path), vec![0]);
+    }
+
+    /// A write that panics half-way leaves nothing behind, and the writer
+    /// goes on committing the next writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_write_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = writer(&dir);
+        let writer = Arc::new(writer);
+        let panicked = {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                writer
+                    .write(|c| -> Result<()> {
+                        c.execute("INSERT INTO t (v) VALUES (7)", [])?;
+                        panic!("a bug in a write");
+                    })
+                    .await
+            })
+        };
+        assert!(panicked.await.unwrap_err().is_panic());
+        writer
+            .write(|c| Ok(c.execute("INSERT INTO t (v) VALUES (8)", [])?))
+            .await
+            .unwrap();
+        assert_eq!(committed(&path), vec![8]);
     }
 }
