@@ -498,10 +498,23 @@ fn spawn_background(
             }
         });
     }
-    // Audit rows of calls that wrote none themselves, in batches.
+    // Audit rows of calls that wrote none themselves, in batches. A batch
+    // waits a moment for the rest of its burst (a thousand waiters woken by
+    // one post all answer at once), so the burst's rows take one transaction
+    // written after its answers, not many written among them.
     tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(256);
-        while audit_rx.recv_many(&mut batch, 256).await > 0 {
+        const BATCH: usize = 1024;
+        let mut batch = Vec::with_capacity(BATCH);
+        while audit_rx.recv_many(&mut batch, BATCH).await > 0 {
+            let linger = tokio::time::sleep(Duration::from_millis(50));
+            tokio::pin!(linger);
+            while batch.len() < BATCH {
+                let room = BATCH - batch.len();
+                tokio::select! {
+                    _ = &mut linger => break,
+                    n = audit_rx.recv_many(&mut batch, room) => if n == 0 { break },
+                }
+            }
             let mut attempts = 0;
             while let Err(e) = core.store.insert_audit(&batch).await {
                 attempts += 1;
