@@ -84,7 +84,21 @@ fn run<T>(
     queued: &AtomicUsize,
     f: impl FnOnce(&Connection) -> Result<T>,
 ) -> (Result<T>, Option<watch::Receiver<Outcome>>) {
+    if state.batch.is_some() && state.conn.is_autocommit() {
+        // The open batch's transaction is gone (it ended with an error that
+        // nobody saw through): its writes are lost, say so to their waiters.
+        finish(
+            state,
+            Err("the transaction was rolled back by the database".to_owned()),
+        );
+    }
     if state.batch.is_none() {
+        if !state.conn.is_autocommit()
+            && let Err(e) = state.conn.execute_batch("ROLLBACK")
+        {
+            // What a failed commit left open could not be undone either.
+            return (Err(e.into()), None);
+        }
         if let Err(e) = state.conn.execute_batch("BEGIN IMMEDIATE") {
             return (Err(e.into()), None);
         }
@@ -93,7 +107,17 @@ fn run<T>(
             done: watch::Sender::new(None),
         });
     }
-    let out = in_savepoint(&state.conn, f);
+    // A panic in `f` is turned into an error of this write: unwinding out of
+    // here would leave the batch open with writes waiting on it.
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        in_savepoint(&state.conn, f)
+    }))
+    .unwrap_or_else(|_| {
+        tracing::error!("a database write panicked; it was rolled back");
+        Err(Error::internal(anyhow::anyhow!(
+            "a database write panicked"
+        )))
+    });
     if state.conn.is_autocommit() {
         // SQLite rolled the whole transaction back (an I/O error, a full
         // disk): every write of the batch is lost.
@@ -167,6 +191,8 @@ fn commit(state: &mut State) -> std::result::Result<(), String> {
         .execute_batch("COMMIT")
         .map_err(|e| e.to_string());
     if result.is_err() && !state.conn.is_autocommit() {
+        // A transaction still open here is rolled back again before the next
+        // batch begins (see `run`).
         let _ = state.conn.execute_batch("ROLLBACK");
     }
     finish(state, result.clone());
@@ -409,11 +435,44 @@ mod tests {
                     .await
             })
         };
-        assert!(panicked.await.unwrap_err().is_panic());
+        assert!(panicked.await.unwrap().is_err());
         writer
             .write(|c| Ok(c.execute("INSERT INTO t (v) VALUES (8)", [])?))
             .await
             .unwrap();
         assert_eq!(committed(&path), vec![8]);
+    }
+
+    /// A batch left open for a write that then panics still commits the
+    /// writes before it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_write_does_not_strand_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = writer(&dir);
+        let writer = Arc::new(writer);
+        let mut state = writer.state.lock().await;
+        let panicking = {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                writer
+                    .write(|c| -> Result<()> {
+                        c.execute("INSERT INTO t (v) VALUES (1)", [])?;
+                        panic!("a bug in a write");
+                    })
+                    .await
+            })
+        };
+        while writer.queued.load(Ordering::Acquire) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let (out, pending) = run(&mut state, &writer.queued, |c| {
+            Ok(c.execute("INSERT INTO t (v) VALUES (0)", [])?)
+        });
+        assert!(pending.is_some(), "the batch should have been left open");
+        drop(state);
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(10), settle(out, pending));
+        assert_eq!(waited.await.expect("stranded").unwrap(), 1);
+        assert!(panicking.await.unwrap().is_err());
+        assert_eq!(committed(&path), vec![0]);
     }
 }
