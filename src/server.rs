@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
+use tracing::Instrument;
 
 use crate::auth::hosts::{host_allowed, origin_allowed};
 use crate::auth::ratelimit::RateLimiter;
@@ -261,8 +262,26 @@ async fn body_guard(State(state): State<AppState>, req: Request, next: Next) -> 
     };
     match tokio::time::timeout(state.config.body_read_timeout, read).await {
         Ok(Ok(buf)) => {
-            next.run(Request::from_parts(parts, axum::body::Body::from(buf)))
+            let req = Request::from_parts(parts, axum::body::Body::from(buf));
+            let reads_only =
+                req.method() == axum::http::Method::GET || req.method() == axum::http::Method::HEAD;
+            // `/mcp` decides per tool (see `mcp::Chatroom::call_tool`).
+            if reads_only || req.uri().path().starts_with("/mcp") {
+                return next.run(req).await;
+            }
+            // A request that may change something runs to its end even if its
+            // client goes away meanwhile: a change once committed is always
+            // announced and audited, never cut off between commit and event.
+            tokio::spawn(next.run(req).in_current_span())
                 .await
+                .unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "a request failed to finish");
+                    http_error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "internal",
+                        "the request failed; see the server log",
+                    )
+                })
         }
         Ok(Err(Some(too_large))) => too_large,
         // The client went away or broke the framing mid-body.

@@ -8,6 +8,8 @@ mod tools;
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
@@ -98,7 +100,7 @@ impl ServerHandler for Chatroom {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        mut context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(caller) = context
             .extensions
@@ -115,6 +117,34 @@ impl ServerHandler for Chatroom {
                 None,
             ));
         };
+        if tool == "wait_for_change" {
+            // Only waits: ends with its client (rmcp cancels it).
+            return self.run_tool(caller, tool, request, context).await;
+        }
+        // A call that may change something runs to its end even if its
+        // client goes away meanwhile: a change once committed is always
+        // announced (bus, SSE, MQTT) and audited, never cut off between its
+        // commit and its event.
+        let this = self.clone();
+        tokio::spawn(
+            async move { this.run_tool(caller, tool, request, context).await }.in_current_span(),
+        )
+        .await
+        .unwrap_or_else(|e| {
+            tracing::error!(tool, error = %e, "a tool call failed to finish");
+            Err(ErrorData::internal_error("the tool call failed", None))
+        })
+    }
+}
+
+impl Chatroom {
+    async fn run_tool(
+        &self,
+        caller: Caller,
+        tool: &'static str,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.as_ref();
         let task_id = args.and_then(|a| a.get("task_id")).and_then(|v| v.as_i64());
         let room = args
