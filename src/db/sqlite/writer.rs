@@ -264,6 +264,8 @@ impl Drop for Queued {
 
 #[cfg(test)]
 mod tests {
+    use tokio::task::JoinHandle;
+
     use super::*;
 
     fn writer(dir: &tempfile::TempDir) -> (Writer, String) {
@@ -283,6 +285,35 @@ mod tests {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap()
+    }
+
+    /// Spawns a write of `v` that panics after inserting it.
+    fn spawn_panicking_write(writer: &Arc<Writer>, v: i64) -> JoinHandle<Result<()>> {
+        let writer = writer.clone();
+        tokio::spawn(async move {
+            writer
+                .write(|c| -> Result<()> {
+                    c.execute("INSERT INTO t (v) VALUES (?1)", [v])?;
+                    panic!("a bug in a write");
+                })
+                .await
+        })
+    }
+
+    /// As a write in progress holding `state`: waits until another write
+    /// queues behind it, writes 0, and returns with the batch left open.
+    async fn leave_batch_open(
+        writer: &Writer,
+        state: &mut State,
+    ) -> (Result<usize>, Option<watch::Receiver<Outcome>>) {
+        while writer.queued.load(Ordering::Acquire) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let (out, pending) = run(state, &writer.queued, |c| {
+            Ok(c.execute("INSERT INTO t (v) VALUES (0)", [])?)
+        });
+        assert!(pending.is_some(), "the batch should have been left open");
+        (out, pending)
     }
 
     /// Many concurrent writes, every third of which fails after writing: the
@@ -401,15 +432,7 @@ mod tests {
                     .await
             })
         };
-        while writer.queued.load(Ordering::Acquire) == 0 {
-            tokio::task::yield_now().await;
-        }
-        // The write in progress sees one queued behind it and leaves the
-        // batch open for it.
-        let (out, pending) = run(&mut state, &writer.queued, |c| {
-            Ok(c.execute("INSERT INTO t (v) VALUES (0)", [])?)
-        });
-        assert!(pending.is_some(), "the batch should have been left open");
+        let (out, pending) = leave_batch_open(&writer, &mut state).await;
         queued.abort();
         assert!(queued.await.unwrap_err().is_cancelled());
         drop(state);
@@ -424,17 +447,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (writer, path) = writer(&dir);
         let writer = Arc::new(writer);
-        let panicked = {
-            let writer = writer.clone();
-            tokio::spawn(async move {
-                writer
-                    .write(|c| -> Result<()> {
-                        c.execute("INSERT INTO t (v) VALUES (7)", [])?;
-                        panic!("a bug in a write");
-                    })
-                    .await
-            })
-        };
+        let panicked = spawn_panicking_write(&writer, 7);
         assert!(panicked.await.unwrap().is_err());
         writer
             .write(|c| Ok(c.execute("INSERT INTO t (v) VALUES (8)", [])?))
@@ -451,24 +464,8 @@ mod tests {
         let (writer, path) = writer(&dir);
         let writer = Arc::new(writer);
         let mut state = writer.state.lock().await;
-        let panicking = {
-            let writer = writer.clone();
-            tokio::spawn(async move {
-                writer
-                    .write(|c| -> Result<()> {
-                        c.execute("INSERT INTO t (v) VALUES (1)", [])?;
-                        panic!("a bug in a write");
-                    })
-                    .await
-            })
-        };
-        while writer.queued.load(Ordering::Acquire) == 0 {
-            tokio::task::yield_now().await;
-        }
-        let (out, pending) = run(&mut state, &writer.queued, |c| {
-            Ok(c.execute("INSERT INTO t (v) VALUES (0)", [])?)
-        });
-        assert!(pending.is_some(), "the batch should have been left open");
+        let panicking = spawn_panicking_write(&writer, 1);
+        let (out, pending) = leave_batch_open(&writer, &mut state).await;
         drop(state);
         let waited = tokio::time::timeout(std::time::Duration::from_secs(10), settle(out, pending));
         assert_eq!(waited.await.expect("stranded").unwrap(), 1);
