@@ -34,6 +34,9 @@ pub static TOOLS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
     names
 });
 
+/// Said by an `update_task` that was written without `expected_version`.
+const UNGUARDED_WARNING: &str = "written without expected_version: another agent's change in between would have been overwritten; pass the version you read";
+
 /// A change that may be refused softly (claim, release): `{FLAG: true, task}`
 /// or `{FLAG: false, reason, task}`.
 fn soft_outcome(call: &Call, flag: &str, outcome: Outcome) -> Reply {
@@ -374,7 +377,7 @@ impl Chatroom {
             .core
             .create_task(&call, a.room.as_deref(), req)
             .await?;
-        Ok(Reply::new(&call, &task.room.clone(), json!({"created": task})).untrusted())
+        Ok(Reply::new(&call, &task.room, json!({"created": task})).untrusted())
     }
 
     #[tool(
@@ -412,16 +415,22 @@ impl Chatroom {
             .core
             .update_task(&call, a.room.as_deref(), a.task_id, req)
             .await?;
-        Ok(match outcome {
-                Outcome::Done(task) => {
-                    let mut r = Reply::new(&call, &task.room.clone(), json!({"updated": true, "task": task}));
-                    if unguarded {
-                        r = r.with("_warning", json!("written without expected_version: another agent's change in between would have been overwritten; pass the version you read"));
-                    }
+        let reply = match outcome {
+            Outcome::Done(task) => {
+                let r = Reply::new(&call, &task.room, json!({"updated": true, "task": task}));
+                if unguarded {
+                    r.with("_warning", json!(UNGUARDED_WARNING))
+                } else {
                     r
                 }
-                Outcome::Refused { reason, task } => Reply::new(&call, &task.room.clone(), json!({"updated": false, "reason": reason, "current": task})),
-            }.untrusted())
+            }
+            Outcome::Refused { reason, task } => Reply::new(
+                &call,
+                &task.room,
+                json!({"updated": false, "reason": reason, "current": task}),
+            ),
+        };
+        Ok(reply.untrusted())
     }
 
     #[tool(
@@ -453,7 +462,7 @@ impl Chatroom {
             .await?;
         Ok(Reply::new(
             &call,
-            &task.room.clone(),
+            &task.room,
             json!({"ok": true, "note_id": note_id, "task": task}),
         )
         .untrusted())
@@ -472,12 +481,7 @@ impl Chatroom {
             .core
             .submit_result(&call, a.room.as_deref(), a.task_id, &a.result)
             .await?;
-        Ok(Reply::new(
-            &call,
-            &task.room.clone(),
-            json!({"submitted": true, "task": task}),
-        )
-        .untrusted())
+        Ok(Reply::new(&call, &task.room, json!({"submitted": true, "task": task})).untrusted())
     }
 
     #[tool(
@@ -501,7 +505,7 @@ impl Chatroom {
             .await?;
         Ok(Reply::new(
             &call,
-            &task.room.clone(),
+            &task.room,
             json!({"reviewed": true, "approved": a.approve, "task": task}),
         )
         .untrusted())
@@ -518,12 +522,7 @@ impl Chatroom {
             .core
             .cancel_task(&call, a.room.as_deref(), a.task_id, a.reason.as_deref())
             .await?;
-        Ok(Reply::new(
-            &call,
-            &task.room.clone(),
-            json!({"cancelled": true, "task": task}),
-        )
-        .untrusted())
+        Ok(Reply::new(&call, &task.room, json!({"cancelled": true, "task": task})).untrusted())
     }
 
     #[tool(
