@@ -58,12 +58,6 @@ impl Reply {
     }
 }
 
-impl axum::response::IntoResponse for Reply {
-    fn into_response(self) -> axum::response::Response {
-        axum::Json(self.into_value()).into_response()
-    }
-}
-
 /// A room's info: `get_room_info`, `set_room_info`, first-look onboarding.
 pub fn room(room: &Room) -> Value {
     json!({
