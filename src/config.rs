@@ -53,7 +53,7 @@ pub struct MqttConfig {
     pub host: String,
     pub port: u16,
     pub user: Option<String>,
-    pub pass: Option<String>,
+    pub pass: Option<crate::auth::token::Secret>,
     pub prefix: String,
     pub tls: bool,
     pub ha_discovery: bool,
@@ -192,7 +192,9 @@ impl Config {
             host,
             port: r.number("CHATROOM_MQTT_PORT", 1883u16, 1, u16::MAX),
             user: r.string("CHATROOM_MQTT_USER"),
-            pass: r.string("CHATROOM_MQTT_PASS"),
+            pass: r
+                .string("CHATROOM_MQTT_PASS")
+                .map(crate::auth::token::Secret::new),
             prefix: r
                 .string("CHATROOM_MQTT_PREFIX")
                 .unwrap_or_else(|| "chatroom".into()),

@@ -7,10 +7,17 @@
 //! Map of the crate:
 //! - [`config`]: every setting, read from the environment and validated together.
 //! - [`error`]: the one error type and how it becomes an answer.
-//! - [`server`]: `launch(config, listener, shutdown)`, the routes and their guards.
+//! - [`server`]: `launch(config, listener, shutdown)`, the routes, the body
+//!   guard and the background work.
+//! - [`state`]: [`state::AppState`], what every handler shares.
+//! - [`background`]: the loops, the audit writer and the MQTT bridge,
+//!   started and drained in one place.
 //! - [`db`]: the [`db::Store`] trait, its SQLite and PostgreSQL backends.
 //! - [`domain`]: the rules (rooms, tokens, chat, board, files, events), once.
-//! - [`auth`]: tokens, the Host allowlist, the failed-auth throttle, rate limits.
+//! - [`auth`]: tokens, the `Caller` extractor, the Host/Origin/bearer layers,
+//!   the failed-auth throttle, and admission (rate limit, audit row).
+//! - [`present`]: every answer's shape (room/agent/event/task JSON, the
+//!   untrusted label, the digest), shared by every surface.
 //! - [`mcp`]: the MCP tools over rmcp's stateless streamable HTTP.
 //! - [`http`]: the REST API, SSE, the dashboard and the admin console.
 //! - [`mqtt`]: the MQTT bridge.
@@ -18,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod background;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -27,4 +35,6 @@ pub mod error;
 pub mod http;
 pub mod mcp;
 pub mod mqtt;
+pub mod present;
 pub mod server;
+pub mod state;

@@ -92,7 +92,14 @@ pub fn spawn(config: MqttConfig, core: Core, stats: Arc<Stats>) -> anyhow::Resul
             true,
         ));
     if let Some(user) = &config.user {
-        options.set_credentials(user.clone(), config.pass.clone().unwrap_or_default());
+        options.set_credentials(
+            user.clone(),
+            config
+                .pass
+                .as_ref()
+                .map(|p| p.expose().to_owned())
+                .unwrap_or_default(),
+        );
     }
     if config.tls {
         options.set_transport(tls_transport()?);

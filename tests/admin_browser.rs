@@ -10,17 +10,9 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use common::browser::screenshot_path;
 use common::{Grant, TestServer};
 use serde_json::{Value, json};
-
-/// Where the mint-modal screenshot goes: `$CARGO_TARGET_DIR` or `target/`.
-fn screenshot_path() -> PathBuf {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    std::fs::create_dir_all(&dir).expect("target dir");
-    dir.join("admin-mint.png")
-}
 
 /// Signing in, creating a room and minting in the browser yields a token
 /// that works over MCP as the new agent in the new room.
@@ -53,7 +45,7 @@ async fn mint_in_the_browser_then_use_the_token_over_mcp() {
             ..Grant::default()
         })
         .await;
-    let shot = screenshot_path();
+    let shot = screenshot_path("admin-mint.png");
     let _ = std::fs::remove_file(&shot);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/admin.mjs");
     let child = tokio::process::Command::new("node")

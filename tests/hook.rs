@@ -2,13 +2,11 @@
 //! Claude Code feeds it (hook JSON on stdin).
 
 mod common;
-mod live;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::TestServer;
-use live::run_with_stdin;
+use common::{TestServer, run_with_stdin};
 use serde_json::{Value, json};
 
 const PROMPT: &str = r#"{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"go on"}"#;

@@ -1,19 +1,10 @@
 //! The `/v1` REST API over real HTTP: routes, shapes, and every refusal.
 
 mod common;
-mod live;
 
+use common::rest::{Rest, rest};
 use common::{Grant, TestServer};
-use live::Rest;
 use serde_json::json;
-
-/// Starts a server with room `lobby` and returns a REST client for `agent` in it.
-async fn rest(s: &TestServer, agent: &str) -> Rest {
-    if s.store.get_room("lobby").await.unwrap().is_none() {
-        s.room("lobby").await;
-    }
-    Rest::new(&s.url, &s.token(agent, "lobby").await)
-}
 
 /// Without a valid token every `/v1` route answers 401 with the JSON error
 /// body and `WWW-Authenticate: Bearer`; unknown `/v1` paths stay 404.

@@ -1,22 +1,14 @@
 //! `GET /v1/stream`: live delivery, replays, snapshots, refusals, shutdown.
 
 mod common;
-mod live;
 
 use std::time::{Duration, Instant};
 
 use common::TestServer;
-use live::Rest;
+use common::rest::{Rest, rest};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(10);
-
-async fn rest(s: &TestServer, agent: &str) -> Rest {
-    if s.store.get_room("lobby").await.unwrap().is_none() {
-        s.room("lobby").await;
-    }
-    Rest::new(&s.url, &s.token(agent, "lobby").await)
-}
 
 /// An event posted after the stream opened arrives as `activity` (flagged
 /// for the viewer) and `chat`.

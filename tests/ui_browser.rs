@@ -8,18 +8,10 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use common::browser::screenshot_path;
 use common::{Grant, McpClient, TestServer};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-/// Where the screenshot goes: the Cargo target folder, for people to look at.
-fn screenshot_path() -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    std::fs::create_dir_all(&target).expect("target folder");
-    target.join("ui-dashboard.png")
-}
 
 /// Fills the room with a plausible day of work, so the dashboard has
 /// something to show (and the screenshot something to judge).
@@ -192,7 +184,7 @@ async fn dashboard_in_a_real_browser() {
             ..Grant::default()
         })
         .await;
-    let shot = screenshot_path();
+    let shot = screenshot_path("ui-dashboard.png");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/ui.mjs");
     let mut child = tokio::process::Command::new("node")
         .arg(&script)

@@ -1,11 +1,16 @@
 //! Who is calling and whether they may: bearer tokens, the Host allowlist, the
 //! browser-Origin check, the failed-auth throttle and the per-token rate limit.
-//! All of it runs in layers and extractors, never inside a handler.
+//! All of it runs in layers and extractors, never inside a handler; every
+//! call then passes [`admit`](admit::admit) (rate limit, audit row).
 
+pub mod admit;
 pub mod caller;
 pub mod hosts;
+pub mod layers;
 pub mod ratelimit;
 pub mod throttle;
 pub mod token;
 
+pub use admit::{Meter, admit};
 pub use caller::Caller;
+pub use layers::{client_addr, require_token};

@@ -8,7 +8,8 @@ use sha2::{Digest, Sha256};
 /// The prefix every token starts with, so leaked tokens are easy to scan for.
 pub const PREFIX: &str = "cr_";
 
-/// A raw token. `Debug` and `Display` print `***`.
+/// A raw token, or another secret (the MQTT password). `Debug` and
+/// `Display` print `***`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
@@ -19,6 +20,18 @@ impl Secret {
     /// The raw value, for the one place that must show it (minting).
     pub fn expose(&self) -> &str {
         &self.0
+    }
+}
+
+impl From<String> for Secret {
+    fn from(raw: String) -> Secret {
+        Secret(raw)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(raw: &str) -> Secret {
+        Secret(raw.to_owned())
     }
 }
 
@@ -46,7 +59,33 @@ pub fn mint() -> Secret {
 
 /// The stored form of a token: hex SHA-256 of the raw value.
 pub fn hash(raw: &str) -> String {
-    hex::encode(Sha256::digest(raw.as_bytes()))
+    TokenHash::of(raw).hex()
+}
+
+/// The SHA-256 of a raw token, as bytes: what a [`Caller`](super::Caller)
+/// carries to look its token up again (an open stream re-checks it). Fixed
+/// size, so a caller clones without another allocation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TokenHash([u8; 32]);
+
+impl TokenHash {
+    pub fn of(raw: &str) -> TokenHash {
+        let mut bytes = [0u8; 32];
+        bytes.copy_from_slice(&Sha256::digest(raw.as_bytes()));
+        TokenHash(bytes)
+    }
+
+    /// The stored form, as [`hash`] gives it.
+    pub fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl std::fmt::Debug for TokenHash {
+    // Not a secret, but a handle on one: it stays out of logs too.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenHash(***)")
+    }
 }
 
 #[cfg(test)]
@@ -67,5 +106,6 @@ mod tests {
         );
         assert_eq!(format!("{a:?} {a}"), "*** ***");
         assert_eq!(hash(a.expose()).len(), 64);
+        assert_eq!(TokenHash::of(a.expose()).hex(), hash(a.expose()));
     }
 }

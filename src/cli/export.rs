@@ -193,7 +193,7 @@ pub fn to_json(data: &RoomExport) -> serde_json::Value {
         "format": "chatroom-export",
         "version": 1,
         "exported_at": fmt_ts(data.exported_at),
-        "untrusted_content_warning": crate::mcp::UNTRUSTED_WARNING,
+        "untrusted_content_warning": crate::present::UNTRUSTED_WARNING,
         "room": data.room,
         "messages": data.messages,
         "tasks": data.tasks,

@@ -81,13 +81,7 @@ pub fn main() -> ExitCode {
         Ok(Some(text)) => {
             let out = match mode {
                 Mode::Prompt => text,
-                Mode::PostToolUse => serde_json::json!({
-                    "hookSpecificOutput": {
-                        "hookEventName": "PostToolUse",
-                        "additionalContext": text,
-                    }
-                })
-                .to_string(),
+                Mode::PostToolUse => crate::present::digest::post_tool_use(&text),
             };
             let mut stdout = std::io::stdout().lock();
             if stdout

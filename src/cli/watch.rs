@@ -14,7 +14,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use crate::db::Event;
-use crate::http::digest;
+use crate::present::digest;
 
 #[derive(Args)]
 pub struct WatchArgs {
@@ -224,16 +224,10 @@ fn notification(mode: Mode, data: &Value) -> Option<String> {
     }
     let event = event_from_json(data)?;
     // The same wording as the hook's digest, on one line.
-    let line = digest::line(&event, "")
-        .replace("\n    ", " ⏎ ")
-        .replace('\n', " ");
-    let mention = if data["mentions_you"].as_bool() == Some(true) && !line.contains("mentions you")
-    {
-        " (mentions you)"
-    } else {
-        ""
-    };
-    Some(format!("chatroom[{}] {line}{mention}", event.room))
+    Some(digest::watch_line(
+        &event,
+        data["mentions_you"].as_bool() == Some(true),
+    ))
 }
 
 fn event_from_json(v: &Value) -> Option<Event> {

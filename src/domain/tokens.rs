@@ -78,8 +78,11 @@ pub async fn verify(store: &dyn Store, raw: &str) -> Result<Option<Caller>> {
     if !raw.starts_with(token::PREFIX) || raw.len() > 200 {
         return Ok(None);
     }
-    let record = store.token_by_hash(&token::hash(raw)).await?;
-    Ok(record.filter(|t| t.revoked_ts.is_none()).map(Caller::from))
+    let hash = token::TokenHash::of(raw);
+    let record = store.token_by_hash(&hash.hex()).await?;
+    Ok(record
+        .filter(|t| t.revoked_ts.is_none())
+        .map(|t| Caller::new(t, hash)))
 }
 
 /// Revokes every token of `agent`; returns how many.

@@ -5,7 +5,7 @@
 //! 1. `404` unless `CHATROOM_ADMIN_API` is on, and `404` to the public side
 //!    while `CHATROOM_CONSOLE_LAN_ONLY` is on (the page and its assets too);
 //! 2. on the API, `401` without a valid bearer token (and the failed-auth
-//!    throttle), via [`server::require_token`];
+//!    throttle), via [`require_token`];
 //! 3. `403` unless the token is a whole-server admin (`admin` + `all_rooms`),
 //!    and `read_only` for a read-only one that tries to change something.
 //!
@@ -31,12 +31,12 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Meter, admit, client_addr, require_token};
 use crate::clock::now_ms;
-use crate::db::{AdminLogEntry, AuditRow, RoomInfo};
+use crate::db::{AdminLogEntry, RoomInfo};
 use crate::domain::{Call, rooms, tokens};
 use crate::error::{Error, Result, http_error};
-use crate::server::{self, AppState};
+use crate::state::AppState;
 
 /// Every route of the console, each behind the gates above.
 pub fn routes(state: AppState) -> Router<AppState> {
@@ -50,10 +50,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/v1/admin/tokens/revoke", post(revoke_tokens))
         .route("/v1/admin/tokens/purge", post(purge_tokens))
         .route_layer(middleware::from_fn(server_admin_only))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            server::require_token,
-        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .route_layer(middleware::from_fn(scrub_errors));
     let page = Router::new()
         .route("/admin", get(page))
@@ -91,9 +88,9 @@ async fn console_gate(State(state): State<AppState>, req: Request, next: Next) -
 
 /// `403` for any token but a whole-server admin; `read_only` for a
 /// read-only one that tries to change something. Runs after
-/// [`server::require_token`], which put the caller into the request.
+/// [`require_token`], which put the caller into the request.
 async fn server_admin_only(req: Request, next: Next) -> Response {
-    let Some(caller) = req.extensions().get::<Caller>() else {
+    let Some(caller) = Caller::of(req.extensions()) else {
         return Error::Unauthorized("a valid bearer token is required".into()).into_response();
     };
     if !caller.server_admin() {
@@ -152,9 +149,7 @@ impl FromRequestParts<AppState> for Actor {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Actor> {
         // The layers already checked this; refusing again keeps a route that
         // was wired without them closed.
-        let caller = parts
-            .extensions
-            .get::<Caller>()
+        let caller = Caller::of(&parts.extensions)
             .filter(|c| c.server_admin())
             .cloned()
             .ok_or_else(|| Error::forbidden("a whole-server admin token is required"))?;
@@ -162,7 +157,7 @@ impl FromRequestParts<AppState> for Actor {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0);
-        let addr = state.client_addr(&parts.headers, peer);
+        let addr = client_addr(&state.config, &parts.headers, peer);
         Ok(Actor { caller, addr })
     }
 }
@@ -401,9 +396,10 @@ async fn room_info(
         onboarding_notes: body.onboarding_notes,
     };
     let call = Call::new(actor.caller.clone(), "admin.set_room_info");
-    let result = state.core.set_room_info(&call, Some(&room), info).await;
-    audit(&state, &call, &room, &result);
-    let room = result?;
+    let room = room_call(&state, &call, &room, async || {
+        state.core.set_room_info(&call, Some(&room), info).await
+    })
+    .await?;
     record(
         &state,
         &actor,
@@ -428,12 +424,13 @@ async fn room_retention(
     JsonBody(body): JsonBody<RetentionBody>,
 ) -> Result<Json<Value>> {
     let call = Call::new(actor.caller.clone(), "admin.set_retention");
-    let result = state
-        .core
-        .set_retention(&call, Some(&room), body.days)
-        .await;
-    audit(&state, &call, &room, &result);
-    let (room, pruned) = result?;
+    let (room, pruned) = room_call(&state, &call, &room, async || {
+        state
+            .core
+            .set_retention(&call, Some(&room), body.days)
+            .await
+    })
+    .await?;
     record(
         &state,
         &actor,
@@ -464,9 +461,10 @@ async fn delete_room(
         ));
     }
     let call = Call::new(actor.caller.clone(), "admin.delete_room");
-    let result = state.core.delete_room(&call, &room).await;
-    audit(&state, &call, &room, &result);
-    result?;
+    room_call(&state, &call, &room, async || {
+        state.core.delete_room(&call, &room).await
+    })
+    .await?;
     record(&state, &actor, "room.delete", format!("room {room}"), false).await;
     Ok(Json(json!({ "deleted": room })))
 }
@@ -604,22 +602,23 @@ async fn record(state: &AppState, actor: &Actor, action: &str, target: String, f
     }
 }
 
-/// Queues the audit row of a room call whose write did not carry one.
-fn audit<T>(state: &AppState, call: &Call, room: &str, result: &Result<T>) {
-    if call.audited() {
-        return;
-    }
-    state.audit(AuditRow {
-        ts: now_ms(),
-        agent: call.agent.clone(),
-        room: Some(room.to_owned()),
-        tool: call.tool.to_owned(),
-        task_id: None,
-        outcome: match result {
-            Ok(_) => "ok".to_owned(),
-            Err(e) => e.code().to_owned(),
-        },
-    });
+/// Runs a room call through [`admit`]: the console is not rate limited,
+/// and the call gets its audit row in `room` if its write carried none.
+async fn room_call<T>(
+    state: &AppState,
+    call: &Call,
+    room: &str,
+    work: impl AsyncFnOnce() -> Result<T>,
+) -> Result<T> {
+    admit(
+        state,
+        call,
+        Meter::Unmetered,
+        || room.to_owned(),
+        None,
+        work,
+    )
+    .await
 }
 
 fn trimmed(list: Vec<String>) -> Vec<String> {

@@ -3,7 +3,6 @@
 //! routes here.
 
 pub mod admin;
-pub mod digest;
 pub mod rest;
 pub mod sse;
 pub mod ui;
@@ -12,7 +11,7 @@ use axum::Router;
 use axum::http::HeaderMap;
 
 use crate::config::Config;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Every route of this module.
 pub fn routes(state: AppState) -> Router<AppState> {

@@ -1,8 +1,9 @@
 //! The `/v1` REST API (SPEC §4, admin routes aside): the same domain calls as
 //! the MCP tools, for hooks, scripts, `curl` and the dashboard. Every route
-//! sits behind [`require_token`](crate::server::require_token), takes
-//! `?room=`, writes an audit row, and answers errors as
-//! `{"error": {"code", "message"}}` with the status of the code.
+//! sits behind [`require_token`], takes `?room=`, passes
+//! [`admit`] (rate limit, audit row), answers in the shapes of
+//! [`present`], and answers errors as `{"error": {"code", "message"}}` with
+//! the status of the code.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -16,15 +17,12 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::auth::Caller;
-use crate::clock::now_ms;
-use crate::db::{AuditRow, RoomInfo};
+use crate::auth::{Caller, Meter, admit, require_token};
+use crate::db::RoomInfo;
 use crate::domain::Call;
 use crate::error::{Error, Result};
-use crate::mcp::UNTRUSTED_WARNING;
-use crate::server::{AppState, require_token};
-
-use super::digest;
+use crate::present::{self, Reply, UNTRUSTED_WARNING, Viewer, digest};
+use crate::state::AppState;
 
 /// How many events `/v1/whats_new` returns at most (for hooks).
 const WHATS_NEW_LIMIT: i64 = 100;
@@ -65,11 +63,8 @@ struct RoomParam {
 impl FromRequestParts<AppState> for Api {
     type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Api> {
-        let caller = parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
-            // The token layer guarantees a caller; reaching here is a wiring bug.
-            Error::internal(anyhow::anyhow!("a /v1 route is missing the token layer"))
-        })?;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Api> {
+        let caller = Caller::from_request_parts(parts, state).await?;
         let Query(RoomParam { room }) = Query::try_from_uri(&parts.uri)
             .map_err(|e| Error::invalid(format!("bad query string: {}", e.body_text())))?;
         Ok(Api {
@@ -85,8 +80,9 @@ impl Api {
         self.room.as_deref()
     }
 
-    /// Runs one call through `route`: the per-token rate limit, the domain
-    /// work in `f`, and the audit row when the domain wrote none.
+    /// Runs one call through `route` and [`admit`]: the per-token rate
+    /// limit, the domain work in `f`, and the audit row when the domain
+    /// wrote none.
     pub async fn run<T>(
         &self,
         state: &AppState,
@@ -95,50 +91,28 @@ impl Api {
         f: impl AsyncFnOnce(&Call) -> Result<T>,
     ) -> Result<T> {
         let call = Call::new(self.caller.clone(), route);
-        let outcome = match state.rate.check(call.token_id) {
-            Err(retry) => Err(Error::RateLimited {
-                message: format!(
-                    "rate limit of {} calls a minute reached for this token; retry in {retry} s",
-                    state.config.rate_limit_per_minute
-                ),
-                retry_after_s: retry,
-            }),
-            Ok(()) => f(&call).await,
+        let room = || {
+            self.room
+                .clone()
+                .unwrap_or_else(|| self.caller.room.clone())
         };
-        if !call.audited() {
-            state.audit(AuditRow {
-                ts: now_ms(),
-                agent: call.agent.clone(),
-                room: Some(
-                    self.room
-                        .clone()
-                        .unwrap_or_else(|| self.caller.room.clone()),
-                ),
-                tool: route.to_owned(),
-                task_id,
-                outcome: match &outcome {
-                    Ok(_) => "ok".to_owned(),
-                    Err(e) => e.code().to_owned(),
-                },
-            });
-        }
-        outcome
+        admit(state, &call, Meter::Requests, room, task_id, async || {
+            f(&call).await
+        })
+        .await
     }
 
     /// A result object for `room`, carrying `room` and `you_are` like the
     /// MCP tools' results.
     fn reply(&self, room: &str, body: Value) -> Value {
-        let mut body = body;
-        body["room"] = json!(room);
-        body["you_are"] = json!(self.caller.agent);
-        body
+        Reply::new(&self.caller, room, body).into_value()
     }
 
     /// [`reply`](Self::reply) for results holding agent-written text.
     fn untrusted(&self, room: &str, body: Value) -> Value {
-        let mut body = self.reply(room, body);
-        body["untrusted_content_warning"] = json!(UNTRUSTED_WARNING);
-        body
+        Reply::new(&self.caller, room, body)
+            .untrusted()
+            .into_value()
     }
 }
 
@@ -233,11 +207,8 @@ async fn whats_new(
             Ok((mark, [content_type], text).into_response())
         }
         None | Some("json") => {
-            let events: Vec<Value> = page
-                .events
-                .iter()
-                .map(|e| digest::flagged(e, &api.caller.agent))
-                .collect();
+            let viewer = Viewer::new(&api.caller.agent);
+            let events: Vec<Value> = page.events.iter().map(|e| viewer.event(e)).collect();
             let mut body = json!({
                 "since_event_id": page.since,
                 "count": events.len(),
@@ -246,7 +217,7 @@ async fn whats_new(
                 "moved_cursor": advance,
             });
             if page.first_look {
-                body["room_onboarding"] = room_json(&room);
+                body["room_onboarding"] = present::room(&room);
             }
             Ok((mark, Json(api.untrusted(&room.name, body))).into_response())
         }
@@ -304,8 +275,7 @@ async fn get_task(
             s.core.get_task(call, api.room(), id).await
         })
         .await?;
-    let mut t = json!(task);
-    t["notes"] = json!(notes);
+    let t = present::task_with_notes(&task, &notes);
     Ok(Json(api.untrusted(&task.room, json!({"task": t}))))
 }
 
@@ -395,21 +365,9 @@ async fn list_agents(State(s): State<AppState>, api: Api) -> Result<Json<Value>>
             s.core.list_agents(call, api.room()).await
         })
         .await?;
-    let agents: Vec<Value> = members
-        .into_iter()
-        .map(|m| {
-            json!({
-                "agent": m.agent,
-                "last_seen": m.last_seen.map(crate::clock::fmt_ts),
-                "is_you": m.agent == api.caller.agent,
-                "lead": m.lead,
-                "readonly": m.readonly,
-                "admin": m.admin,
-                "skills": m.skills,
-            })
-        })
-        .collect();
-    Ok(Json(api.reply(&room, json!({"agents": agents}))))
+    Ok(Json(
+        api.reply(&room, present::agents(members, &api.caller.agent)),
+    ))
 }
 
 /// The rooms this token is granted, with their counts.
@@ -440,16 +398,6 @@ async fn list_rooms(State(s): State<AppState>, api: Api) -> Result<Json<Value>> 
     })))
 }
 
-fn room_json(room: &crate::db::Room) -> Value {
-    json!({
-        "name": room.name,
-        "description": room.description,
-        "repo_url": room.repo_url,
-        "onboarding_notes": room.onboarding_notes,
-        "retention_days": room.retention_days,
-    })
-}
-
 /// A room's info, as `get_room_info`.
 async fn room_info(
     State(s): State<AppState>,
@@ -461,7 +409,7 @@ async fn room_info(
             s.core.get_room_info(call, Some(&room)).await
         })
         .await?;
-    Ok(Json(api.untrusted(&room.name, room_json(&room))))
+    Ok(Json(api.untrusted(&room.name, present::room(&room))))
 }
 
 #[derive(Deserialize)]
@@ -488,7 +436,7 @@ async fn set_room_info(
             s.core.set_room_info(call, Some(&room), info).await
         })
         .await?;
-    Ok(Json(api.untrusted(&room.name, room_json(&room))))
+    Ok(Json(api.untrusted(&room.name, present::room(&room))))
 }
 
 #[derive(Deserialize)]
@@ -592,15 +540,8 @@ async fn upload_file(
         })
         .await?;
     let room = api.room.clone().unwrap_or_else(|| api.caller.room.clone());
-    let body = json!({
-        "ok": true,
-        "file_id": meta.file_id,
-        "name": meta.name,
-        "sha256": meta.sha256,
-        "size": meta.size,
-        "mime": meta.mime,
-        "expires_at": meta.expires_at.map(crate::clock::fmt_ts),
-    });
+    let mut body = present::file_stored(&meta);
+    body["mime"] = json!(meta.mime);
     Ok((StatusCode::CREATED, Json(api.reply(&room, body))).into_response())
 }
 

@@ -29,10 +29,9 @@ use crate::db::{Event, EventFilter, TaskQuery};
 use crate::domain::board::Status;
 use crate::domain::{Call, Core};
 use crate::error::{Error, Result};
-use crate::mcp::UNTRUSTED_WARNING;
-use crate::server::AppState;
+use crate::present::{self, UNTRUSTED_WARNING, Viewer};
+use crate::state::AppState;
 
-use super::digest;
 use super::rest::{Api, Params};
 
 /// How often an idle stream sends a comment, so proxies keep it open.
@@ -79,13 +78,10 @@ fn parse_after(v: Option<&str>) -> Result<After> {
 pub async fn stream(
     State(s): State<AppState>,
     api: Api,
-    headers: http::HeaderMap,
     Params(p): Params<StreamParams>,
 ) -> Result<Response> {
     // Only the hash is kept, to re-check the token while the stream is open.
-    let token_hash = crate::server::bearer(&headers)
-        .map(crate::auth::token::hash)
-        .unwrap_or_default();
+    let token_hash = api.caller.token_hash.hex();
     let after = parse_after(p.after.as_deref())?;
     let tail = p.tail.map(|t| t.clamp(1, MAX_TAIL));
     // Subscribe before anything is read, so an event landing in between is
@@ -292,21 +288,14 @@ impl Feed {
     /// Sends `activity` (and `chat` for a message) and notes what changed.
     async fn deliver(&mut self, e: &Event) -> Step {
         self.delivered = self.delivered.max(e.id);
-        self.send("activity", Some(e.id), digest::flagged(e, &self.call.agent))
-            .await?;
+        let viewer = Viewer::new(&self.call.agent);
+        self.send("activity", Some(e.id), viewer.event(e)).await?;
         match e.kind.as_str() {
             "message" => {
                 if let (Some(id), Some(floor)) = (e.message_id, self.chat_floor)
                     && id > floor
                 {
-                    let chat = json!({
-                        "id": id,
-                        "ts": crate::clock::fmt_ts(e.ts),
-                        "author": e.actor,
-                        "body": e.detail["body"],
-                        "reply_to": e.detail["reply_to"],
-                        "mentions_you": digest::mentions(e, &self.call.agent),
-                    });
+                    let chat = viewer.chat_from_event(e, id);
                     self.send("chat", None, chat).await?;
                 }
             }
@@ -349,12 +338,8 @@ impl Feed {
                 .read_messages(&self.room, since, PAGE)
                 .await?;
             for m in &page {
-                let mut v = json!(m);
-                v["mentions_you"] = json!(crate::domain::chat::mentions_agent(
-                    &m.body,
-                    &self.call.agent
-                ));
-                self.send("chat", None, v).await?;
+                let chat = present::chat(m, &self.call.agent);
+                self.send("chat", None, chat).await?;
                 since = m.id;
             }
             if (page.len() as i64) < PAGE {

@@ -6,6 +6,7 @@ mod args;
 mod reply;
 mod tools;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use tracing::Instrument;
@@ -22,13 +23,12 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::auth::Caller;
-use crate::clock::now_ms;
-use crate::db::AuditRow;
+use crate::auth::admit::{Answer, Meter, admit};
 use crate::domain::Call;
 use crate::error::Error;
-use crate::server::AppState;
+use crate::state::AppState;
 
-pub use reply::UNTRUSTED_WARNING;
+pub use crate::present::UNTRUSTED_WARNING;
 pub use tools::TOOLS;
 
 /// The MCP server: a cheap clone of the shared state, made once per request.
@@ -105,13 +105,14 @@ impl ServerHandler for Chatroom {
         let Some(caller) = context
             .extensions
             .get::<http::request::Parts>()
-            .and_then(|p| p.extensions.get::<Caller>())
+            .and_then(|p| Caller::of(&p.extensions))
             .cloned()
         else {
             // The auth layer guarantees a caller; reaching here is a wiring bug.
             return Err(ErrorData::internal_error("no authenticated caller", None));
         };
-        let Some(tool) = tools::static_name(&request.name) else {
+        // The name as the `#[tool]` attribute spelled it, for the audit row.
+        let Some(tool) = self.static_name(&request.name) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {:?}", request.name),
                 None,
@@ -138,6 +139,14 @@ impl ServerHandler for Chatroom {
 }
 
 impl Chatroom {
+    /// The `&'static str` the router holds for `name`, if it is a tool.
+    fn static_name(&self, name: &str) -> Option<&'static str> {
+        match self.router.map.get_key_value(name)?.0 {
+            Cow::Borrowed(name) => Some(name),
+            Cow::Owned(_) => None,
+        }
+    }
+
     async fn run_tool(
         &self,
         caller: Caller,
@@ -153,40 +162,43 @@ impl Chatroom {
             .map(str::to_owned)
             .unwrap_or_else(|| caller.room.clone());
         let call = Arc::new(Call::new(caller, tool));
-        let response = if let Err(retry) = self.state.rate.check(call.token_id) {
-            let e = Error::RateLimited {
-                message: format!(
-                    "rate limit of {} tool calls a minute reached for this token; retry in {retry} s",
-                    self.state.config.rate_limit_per_minute
-                ),
-                retry_after_s: retry,
-            };
-            CallToolResponse::Complete(reply::error(&e))
-        } else {
-            context.extensions.insert(call.clone());
-            let tcc = ToolCallContext::new(self, request, context);
-            match self.router.call(tcc).await? {
-                CallToolResponse::Complete(result) => {
-                    CallToolResponse::Complete(map_argument_error(result))
-                }
-                other => other,
+        let for_tools = call.clone();
+        admit(
+            &self.state,
+            &call,
+            Meter::Tools,
+            move || room,
+            task_id,
+            async move || {
+                context.extensions.insert(for_tools);
+                let tcc = ToolCallContext::new(self, request, context);
+                Ok(match self.router.call(tcc).await? {
+                    CallToolResponse::Complete(result) => {
+                        CallToolResponse::Complete(map_argument_error(result))
+                    }
+                    other => other,
+                })
+            },
+        )
+        .await
+    }
+}
+
+/// A tool call's answer as admission sees it: a refusal before the call is
+/// a tool error; a JSON-RPC error (the call never ran) is not audited.
+impl Answer for Result<CallToolResponse, ErrorData> {
+    fn refused(e: Error) -> Self {
+        Ok(CallToolResponse::Complete(reply::error(&e)))
+    }
+
+    fn outcome(&self) -> Option<String> {
+        match self {
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
+                Some(reply::error_code(r))
             }
-        };
-        if !call.audited() {
-            let outcome = match &response {
-                CallToolResponse::Complete(r) if r.is_error == Some(true) => reply::error_code(r),
-                _ => "ok".to_owned(),
-            };
-            self.state.audit(AuditRow {
-                ts: now_ms(),
-                agent: call.agent.clone(),
-                room: Some(room),
-                tool: tool.to_owned(),
-                task_id,
-                outcome,
-            });
+            Ok(_) => Some("ok".to_owned()),
+            Err(_) => None,
         }
-        Ok(response)
     }
 }
 

@@ -7,6 +7,9 @@
 //! it: the same contract tests then run against PostgreSQL.
 #![allow(dead_code)]
 
+pub mod browser;
+pub mod rest;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -422,6 +425,43 @@ pub async fn run_cli(args: &[&str], env: &HashMap<&str, String>) -> (i32, String
         .output()
         .await
         .expect("run chatroom");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `chatroom ARGS` with `env` and `stdin`; returns (exit code, stdout, stderr).
+pub async fn run_with_stdin(
+    args: &[&str],
+    env: &HashMap<&str, String>,
+    stdin: Option<&str>,
+) -> (i32, String, String) {
+    let mut cmd = tokio::process::Command::new(binary());
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run chatroom");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut pipe, input.as_bytes())
+            .await
+            .unwrap();
+        drop(pipe);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("chatroom finished in time")
+        .expect("chatroom output");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::db::{AdminLogEntry, RoomSummary, TokenRecord};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// How many admin log entries the state carries.
 pub const LOG_ENTRIES: i64 = 200;

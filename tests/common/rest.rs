@@ -1,15 +1,20 @@
-//! Clients of the live surfaces for tests: `/v1` over plain HTTP, the SSE
-//! stream read the way the dashboard and `chatroom watch` read it, and the
-//! `chatroom` binary run with a given stdin.
-#![allow(dead_code)]
+//! The `/v1` clients for tests: REST over plain HTTP, and the SSE stream
+//! read the way the dashboard and `chatroom watch` read it.
 
-use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
+
+use super::TestServer;
+
+/// A REST client for `agent` in room `lobby` (created if it is missing).
+pub async fn rest(s: &TestServer, agent: &str) -> Rest {
+    if s.store.get_room("lobby").await.unwrap().is_none() {
+        s.room("lobby").await;
+    }
+    Rest::new(&s.url, &s.token(agent, "lobby").await)
+}
 
 /// A `/v1` client with one token.
 #[derive(Clone)]
@@ -228,39 +233,4 @@ impl Stream {
         .expect("replay in time");
         seen
     }
-}
-
-/// Runs `chatroom ARGS` with `env` and `stdin`; returns (exit code, stdout, stderr).
-pub async fn run_with_stdin(
-    args: &[&str],
-    env: &HashMap<&str, String>,
-    stdin: Option<&str>,
-) -> (i32, String, String) {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatroom"));
-    cmd.args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("run chatroom");
-    if let Some(input) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(input.as_bytes()).await.unwrap();
-        drop(pipe);
-    }
-    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
-        .await
-        .expect("chatroom finished in time")
-        .expect("chatroom output");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }

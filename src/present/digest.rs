@@ -2,14 +2,15 @@
 //! `chatroom hook`): unread peer activity as short lines inside an explicit
 //! frame that says it is untrusted data written by other agents, not
 //! instructions. The frame's markers carry a random id, so text inside it
-//! cannot forge the end of the frame.
+//! cannot forge the end of the frame. Also the one-line form `chatroom
+//! watch` prints, and the hook's `PostToolUse` wrapping.
 
 use rand::TryRng;
 use serde_json::Value;
 
+use super::mentions;
 use crate::clock::fmt_ts;
 use crate::db::{Event, EventPage, Room};
-use crate::domain::chat::mentions_agent;
 
 /// Agent-written text longer than this is cut in the digest (the full text
 /// stays readable with the tools); the digest goes into a prompt.
@@ -166,24 +167,29 @@ pub fn line(e: &Event, agent: &str) -> String {
     format!("[{when}] {} {what}", e.actor)
 }
 
-/// An event as JSON with the `by_you` and `mentions_you` flags of `whats_new`.
-pub fn flagged(e: &Event, agent: &str) -> Value {
-    let mut v = serde_json::json!(e);
-    v["by_you"] = Value::Bool(e.actor == agent);
-    v["mentions_you"] = Value::Bool(mentions(e, agent));
-    v
+/// An event as one line, as `chatroom watch` prints it: the digest's
+/// wording with agent line breaks shown as `⏎`, prefixed by the room, and
+/// `(mentions you)` when the stream flagged a mention the wording lacks.
+pub fn watch_line(e: &Event, mentions_you: bool) -> String {
+    let line = line(e, "").replace("\n    ", " ⏎ ").replace('\n', " ");
+    let mention = if mentions_you && !line.contains("mentions you") {
+        " (mentions you)"
+    } else {
+        ""
+    };
+    format!("chatroom[{}] {line}{mention}", e.room)
 }
 
-/// Whether `e` mentions `agent` (messages and notes).
-pub fn mentions(e: &Event, agent: &str) -> bool {
-    let lower = agent.to_lowercase();
-    e.detail["mentions"]
-        .as_array()
-        .is_some_and(|m| m.iter().any(|n| n.as_str() == Some(lower.as_str())))
-        || (e.actor != agent
-            && e.detail["body"]
-                .as_str()
-                .is_some_and(|b| mentions_agent(b, agent)))
+/// What `chatroom hook` prints for Claude Code's `PostToolUse` event: the
+/// digest as additional context.
+pub fn post_tool_use(text: &str) -> String {
+    serde_json::json!({
+        "hookSpecificOutput": {
+            "hookEventName": "PostToolUse",
+            "additionalContext": text,
+        }
+    })
+    .to_string()
 }
 
 /// Agent text made safe to show on lines: control characters dropped, line

@@ -1,0 +1,142 @@
+//! The guards in front of the routes, as axum middleware: the Host allowlist
+//! (every route), the browser-Origin check (`/mcp`) and the bearer token
+//! (`/mcp`, `/v1`, the console API), plus the client address they log and
+//! throttle by.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::hosts::{host_allowed, origin_allowed};
+use crate::config::Config;
+use crate::domain::tokens;
+use crate::error::{Error, http_error};
+use crate::state::AppState;
+
+/// `421` for a Host outside the allowlist (DNS-rebinding protection), on
+/// every route but `/healthz`.
+pub async fn host_guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if let Some(rules) = &state.config.allowed_hosts
+        && req.uri().path() != "/healthz"
+    {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned)
+            .or_else(|| req.uri().authority().map(|a| a.to_string()));
+        if !host.as_deref().is_some_and(|h| host_allowed(rules, h)) {
+            tracing::info!(host = ?host.as_deref().map(crate::domain::names::truncate_for_message), "refused a request for a Host outside the allowlist");
+            return http_error(
+                StatusCode::MISDIRECTED_REQUEST,
+                "misdirected_request",
+                "this Host is not allowed; add it to CHATROOM_ALLOWED_HOSTS",
+            );
+        }
+    }
+    next.run(req).await
+}
+
+/// `403` for a browser Origin not allowed on `/mcp`.
+pub async fn origin_guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let allowed = origin
+            .to_str()
+            .is_ok_and(|o| origin_allowed(&state.config.allowed_origins, o));
+        if !allowed {
+            return http_error(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this browser Origin is not allowed; add it to CHATROOM_ALLOWED_ORIGINS",
+            );
+        }
+    }
+    next.run(req).await
+}
+
+/// The bearer token from `Authorization`, if well-formed.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Authenticates the bearer token and puts the [`Caller`](super::Caller)
+/// into the request, where the [`Caller`](super::Caller) extractor finds
+/// it; `401` otherwise, `429` for an address past the failed-credential
+/// limit (a valid token is always served).
+pub async fn require_token(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let addr = client_addr(&state.config, req.headers(), peer);
+    let caller = match bearer(req.headers()) {
+        Some(raw) => match tokens::verify(state.core.store.as_ref(), raw).await {
+            Ok(c) => c,
+            Err(e) => return e.into_response(),
+        },
+        None => None,
+    };
+    match caller {
+        Some(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        None => {
+            if let Some(retry) = state.throttle.blocked(addr) {
+                return Error::RateLimited {
+                    message: format!(
+                        "too many failed credentials from this address; retry in {retry} s"
+                    ),
+                    retry_after_s: retry,
+                }
+                .into_response();
+            }
+            state.throttle.record_failure(addr);
+            let path = req
+                .extensions()
+                .get::<axum::extract::OriginalUri>()
+                .map(|u| u.path().to_owned())
+                .unwrap_or_else(|| req.uri().path().to_owned());
+            tracing::info!(%addr, %path, "refused a request without a valid token");
+            Error::Unauthorized(
+                "a valid bearer token is required (Authorization: Bearer cr_…)".into(),
+            )
+            .into_response()
+        }
+    }
+}
+
+/// The client's address: the peer, or with `CHATROOM_TRUST_PROXY` the
+/// address the proxy reports.
+pub fn client_addr(config: &Config, headers: &HeaderMap, peer: Option<SocketAddr>) -> IpAddr {
+    if config.trust_proxy {
+        for name in ["cf-connecting-ip", "x-real-ip"] {
+            if let Some(ip) = headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse().ok())
+            {
+                return ip;
+            }
+        }
+        if let Some(ip) = headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.trim().parse().ok())
+        {
+            return ip;
+        }
+    }
+    peer.map(|p| p.ip())
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+}

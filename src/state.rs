@@ -1,0 +1,72 @@
+//! [`AppState`]: what every request handler, tool and background loop shares,
+//! and [`state`], which opens the database and builds it.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::ratelimit::RateLimiter;
+use crate::auth::throttle::Throttle;
+use crate::config::Config;
+use crate::db::{self, AuditRow};
+use crate::domain::{Core, Settings};
+
+/// Everything a request handler may need. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub core: Core,
+    pub config: Arc<Config>,
+    pub throttle: Arc<Throttle>,
+    pub rate: Arc<RateLimiter>,
+    /// What the MQTT bridge reports (all zero while it is off).
+    pub mqtt: Arc<crate::mqtt::Stats>,
+    audit_tx: mpsc::UnboundedSender<AuditRow>,
+}
+
+impl AppState {
+    /// Queues an audit row for the batch writer (calls that wrote their own
+    /// row in their transaction do not come here).
+    pub fn audit(&self, row: AuditRow) {
+        if self.audit_tx.send(row).is_err() {
+            tracing::error!("audit writer is gone; an audit row was not written");
+        }
+    }
+
+    /// The request body limit: the file cap in base64 plus room for the rest.
+    pub fn body_limit(&self) -> usize {
+        self.config.max_file_bytes.div_ceil(3) * 4 + 64 * 1024
+    }
+}
+
+/// Opens the database named by `config` and builds the shared state, with
+/// the receiving end of the audit queue for the batch writer.
+pub async fn state(
+    config: Config,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(AppState, mpsc::UnboundedReceiver<AuditRow>)> {
+    let store = db::open(&config.database()).await?;
+    let core = Core::new(
+        store,
+        Settings {
+            max_wait: config.max_wait,
+            max_file_bytes: config.max_file_bytes,
+        },
+        shutdown,
+    );
+    let (audit_tx, audit_rx) = mpsc::unbounded_channel();
+    Ok((
+        AppState {
+            core,
+            throttle: Arc::new(Throttle::new(
+                config.auth_fail_limit,
+                config.auth_fail_window,
+            )),
+            rate: Arc::new(RateLimiter::new(config.rate_limit_per_minute)),
+            mqtt: Arc::new(crate::mqtt::Stats::default()),
+            config: Arc::new(config),
+            audit_tx,
+        },
+        audit_rx,
+    ))
+}
