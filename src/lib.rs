@@ -8,8 +8,9 @@
 //! - [`config`]: every setting, read from the environment and validated together.
 //! - [`error`]: the one error type and how it becomes an answer.
 //! - [`server`]: `launch(config, listener, shutdown)`, the routes and their guards.
-//! - [`db`]: the [`db::Store`] trait, its SQLite and PostgreSQL backends.
-//! - [`domain`]: the rules (rooms, tokens, chat, board, files, events), once.
+//! - [`db`]: the SQLite and PostgreSQL backends of the [`domain::store::Store`] port.
+//! - [`domain`]: the rules (rooms, tokens, chat, board, files, events), once,
+//!   with the model they decide on and the storage port (`domain::store`).
 //! - [`auth`]: tokens, the Host allowlist, the failed-auth throttle, rate limits.
 //! - [`mcp`]: the MCP tools over rmcp's stateless streamable HTTP.
 //! - [`http`]: the REST API, SSE, the dashboard and the admin console.

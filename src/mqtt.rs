@@ -31,8 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{fmt_ts, now_ms};
 use crate::config::MqttConfig;
-use crate::db::{Event, EventFilter};
 use crate::domain::Core;
+use crate::domain::model::{Event, EventFilter};
 use crate::error::Result;
 
 /// Live counters of the bridge; all zero and disconnected when it is off.
@@ -330,7 +330,7 @@ impl Bridge {
                 changed = conn.changed() => if changed.is_err() { return },
                 _ = self.shared.queued.notified() => {}
                 _ = sweep.tick() => {
-                    if let Ok(rooms) = self.core.store.list_rooms().await {
+                    if let Ok(rooms) = self.core.store.list_rooms(self.core.clock.now_ms()).await {
                         self.shared.dirty.lock().expect("mqtt lock")
                             .extend(rooms.into_iter().map(|r| r.room.name));
                     }
@@ -346,7 +346,7 @@ impl Bridge {
             .await?;
         // Taken first: a change after this point marks its room again.
         self.shared.take_dirty();
-        let rooms = match self.core.store.list_rooms().await {
+        let rooms = match self.core.store.list_rooms(self.core.clock.now_ms()).await {
             Ok(rooms) => rooms.into_iter().map(|r| r.room.name).collect(),
             Err(e) => {
                 e.log_if_internal();

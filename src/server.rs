@@ -22,7 +22,8 @@ use crate::auth::hosts::{host_allowed, origin_allowed};
 use crate::auth::ratelimit::RateLimiter;
 use crate::auth::throttle::Throttle;
 use crate::config::Config;
-use crate::db::{self, AuditRow};
+use crate::db;
+use crate::domain::model::AuditRow;
 use crate::domain::{Core, Settings, tokens};
 use crate::error::{Error, http_error};
 

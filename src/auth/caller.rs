@@ -1,6 +1,6 @@
 //! The identity of a request, taken from its bearer token and nothing else.
 
-use crate::db::TokenRecord;
+use crate::domain::model::TokenRecord;
 
 /// Who is calling: the agent and the grants of its token.
 #[derive(Debug, Clone)]

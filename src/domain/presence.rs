@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::clock::now_ms;
-use crate::db::Store;
+use crate::domain::store::Store;
 
 #[derive(Default)]
 pub struct Presence {

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::clock::now_ms;
-use crate::db::{AdminLogEntry, AuditRow, RoomInfo};
+use crate::domain::model::{AdminLogEntry, AuditRow, RoomInfo};
 use crate::domain::{Call, rooms, tokens};
 use crate::error::{Error, Result, http_error};
 use crate::server::{self, AppState};
@@ -311,7 +311,7 @@ async fn get_state(
     headers: HeaderMap,
 ) -> Result<Json<Value>> {
     let store = state.core.store.as_ref();
-    let rooms = store.list_rooms().await?;
+    let rooms = store.list_rooms(state.core.clock.now_ms()).await?;
     let tokens = store.list_tokens().await?;
     let log = store.admin_log(posture::LOG_ENTRIES).await?;
     Ok(Json(posture::state_view(
@@ -635,7 +635,7 @@ fn keep(days: i64) -> String {
 }
 
 /// `room lobby +dev; admin, all_rooms` for the log.
-fn describe_grant(t: &crate::db::TokenRecord) -> String {
+fn describe_grant(t: &crate::domain::model::TokenRecord) -> String {
     let mut s = format!("room {}", t.room);
     for r in &t.also_rooms {
         s.push_str(&format!(" +{r}"));

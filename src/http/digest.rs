@@ -8,8 +8,8 @@ use rand::TryRng;
 use serde_json::Value;
 
 use crate::clock::fmt_ts;
-use crate::db::{Event, EventPage, Room};
 use crate::domain::chat::mentions_agent;
+use crate::domain::model::{Event, EventPage, Room};
 
 /// Agent-written text longer than this is cut in the digest (the full text
 /// stays readable with the tools); the digest goes into a prompt.

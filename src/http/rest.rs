@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::clock::now_ms;
-use crate::db::{AuditRow, RoomInfo};
 use crate::domain::Call;
+use crate::domain::model::{AuditRow, RoomInfo};
 use crate::error::{Error, Result};
 use crate::mcp::UNTRUSTED_WARNING;
 use crate::server::{AppState, require_token};
@@ -371,7 +371,7 @@ async fn read_events(
     api: Api,
     Params(p): Params<EventParams>,
 ) -> Result<Json<Value>> {
-    let filter = crate::db::EventFilter {
+    let filter = crate::domain::model::EventFilter {
         since_id: p.since_id.unwrap_or(0),
         limit: p.limit.unwrap_or(100),
         kind: p.kind,
@@ -420,7 +420,7 @@ async fn list_rooms(State(s): State<AppState>, api: Api) -> Result<Json<Value>> 
             if api.room.is_some() {
                 s.core.room(call, api.room()).await?;
             }
-            s.core.store.list_rooms().await
+            s.core.store.list_rooms(s.core.clock.now_ms()).await
         })
         .await?;
     let c = &api.caller;
@@ -440,7 +440,7 @@ async fn list_rooms(State(s): State<AppState>, api: Api) -> Result<Json<Value>> 
     })))
 }
 
-fn room_json(room: &crate::db::Room) -> Value {
+fn room_json(room: &crate::domain::model::Room) -> Value {
     json!({
         "name": room.name,
         "description": room.description,

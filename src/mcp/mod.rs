@@ -23,8 +23,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::auth::Caller;
 use crate::clock::now_ms;
-use crate::db::AuditRow;
 use crate::domain::Call;
+use crate::domain::model::AuditRow;
 use crate::error::Error;
 use crate::server::AppState;
 

@@ -1,7 +1,6 @@
 //! The tools. Each one: arguments in, one domain call, the result shaped.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use rmcp::handler::server::common::Extension;
 use rmcp::handler::server::wrapper::Parameters;
@@ -12,9 +11,10 @@ use serde_json::{Value, json};
 use super::Chatroom;
 use super::args::*;
 use super::reply::{Reply, respond};
-use crate::db::{EventFilter, RoomInfo};
-use crate::domain::board::{self, Outcome, Status};
+use crate::domain::board::{self, Outcome};
 use crate::domain::chat::mentions_agent;
+use crate::domain::model::Status;
+use crate::domain::model::{EventFilter, RoomInfo};
 use crate::domain::{Call, files};
 use crate::error::Error;
 
@@ -55,7 +55,7 @@ pub fn static_name(name: &str) -> Option<&'static str> {
     TOOLS.iter().copied().find(|t| *t == name)
 }
 
-fn room_json(room: &crate::db::Room) -> Value {
+fn room_json(room: &crate::domain::model::Room) -> Value {
     json!({
         "name": room.name,
         "description": room.description,
@@ -66,7 +66,7 @@ fn room_json(room: &crate::db::Room) -> Value {
 }
 
 /// An event as `whats_new` shows it to `agent`.
-fn flagged_event(e: &crate::db::Event, agent: &str) -> Value {
+fn flagged_event(e: &crate::domain::model::Event, agent: &str) -> Value {
     let mut v = json!(e);
     let mentions_you = e.detail["mentions"]
         .as_array()
@@ -112,7 +112,7 @@ impl Chatroom {
             json!({
                 "agent": c.agent,
                 "rooms": if c.all_rooms {
-                    self.state.core.store.list_rooms().await.map(|rs| rs.into_iter().map(|r| r.room.name).collect()).unwrap_or_else(|_| c.rooms())
+                    self.state.core.store.list_rooms(self.state.core.clock.now_ms()).await.map(|rs| rs.into_iter().map(|r| r.room.name).collect()).unwrap_or_else(|_| c.rooms())
                 } else { c.rooms() },
                 "readonly": c.readonly,
                 "admin": c.admin,
@@ -338,17 +338,11 @@ impl Chatroom {
     ) -> CallToolResult {
         respond(
             async {
-                let max = self.state.config.max_wait.as_secs_f64();
-                let timeout = a.timeout_s.unwrap_or(45.0);
-                let timeout = if timeout.is_nan() {
-                    45.0
-                } else {
-                    timeout.clamp(0.0, max)
-                };
+                let timeout = self.state.core.settings.wait_timeout(a.timeout_s);
                 let (room, outcome) = self
                     .state
                     .core
-                    .wait_for_change(&call, a.room.as_deref(), Duration::from_secs_f64(timeout))
+                    .wait_for_change(&call, a.room.as_deref(), timeout)
                     .await?;
                 let waited = (outcome.waited.as_secs_f64() * 1000.0).round() / 1000.0;
                 let mut reply = Reply::new(
