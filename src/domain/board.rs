@@ -286,6 +286,9 @@ pub enum Outcome {
 }
 
 /// What a decision on a task as read says to do.
+// Not boxed: a decision lives on the stack for one write, and a box would
+// cost an allocation on every claim.
+#[allow(clippy::large_enum_variant)]
 enum Decision {
     Write(TaskChange),
     Refuse(String),

@@ -381,15 +381,6 @@ async fn room_info(
     Path(RoomPath { room }): Path<RoomPath>,
     JsonBody(body): JsonBody<InfoBody>,
 ) -> Result<Json<Value>> {
-    let changed: Vec<&str> = [
-        ("description", body.description.is_some()),
-        ("repo_url", body.repo_url.is_some()),
-        ("onboarding_notes", body.onboarding_notes.is_some()),
-    ]
-    .iter()
-    .filter(|(_, set)| *set)
-    .map(|(name, _)| *name)
-    .collect();
     refuse_token_like([
         ("description", body.description.as_deref()),
         ("repo_url", body.repo_url.as_deref()),
@@ -400,6 +391,7 @@ async fn room_info(
         repo_url: body.repo_url,
         onboarding_notes: body.onboarding_notes,
     };
+    let changed = info.changed_fields();
     let call = Call::new(actor.caller.clone(), "admin.set_room_info");
     let result = state.core.set_room_info(&call, Some(&room), info).await;
     audit(&state, &call, &room, &result);
