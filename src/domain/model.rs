@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 
 /// The actor of events the server makes itself (a lapsed lease).
 pub const SERVER_ACTOR: &str = "(server)";
-/// The actor of changes made from the admin console or CLI without a token.
+/// The actor of changes made with the admin CLI, which has no token.
 pub const ADMIN_ACTOR: &str = "(admin)";
 
 /// What an event says happened. Stored and shown as its snake_case name.

@@ -21,8 +21,8 @@ pub fn check_info(info: &RoomInfo) -> Result<()> {
     Ok(())
 }
 
-/// The record of a change made from the console or the CLI with no token
-/// behind it: by `(admin)`, without an audit row (the admin log has it).
+/// The record of a change made with the admin CLI, which has no token
+/// behind it: by `(admin)`, without an audit row.
 pub fn by_admin(now: i64) -> Record {
     Record::new(ADMIN_ACTOR, None, now)
 }
