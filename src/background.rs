@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::db::AuditRow;
+use crate::domain::model::AuditRow;
 use crate::state::AppState;
 
 /// How long the drain waits for each part of the background work.

@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::ratelimit::RateLimiter;
 use crate::auth::throttle::Throttle;
 use crate::config::Config;
-use crate::db::{self, AuditRow};
+use crate::db;
+use crate::domain::model::AuditRow;
 use crate::domain::{Core, Settings};
 
 /// Everything a request handler may need. Cheap to clone.

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chatroom::config::MqttConfig;
-use chatroom::db::{self, RoomInfo};
+use chatroom::db;
+use chatroom::domain::model::RoomInfo;
 use chatroom::domain::{rooms, tokens};
 use common::{Grant, McpClient, TestServer, free_port};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};

@@ -12,7 +12,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chatroom::db::{self, AdminLogEntry, Event, TABLES};
+use chatroom::db::{self, TABLES};
+use chatroom::domain::model::{AdminLogEntry, Event};
 use chatroom::domain::{Call, Core, EventBus, Settings, tokens};
 use common::{Grant, McpClient, PgDatabase, TestServer, run_cli};
 use futures::future::join_all;
@@ -568,7 +569,7 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
         .store
         .read_events(
             "lobby",
-            &db::EventFilter {
+            &chatroom::domain::model::EventFilter {
                 since_id: lead_cursor,
                 limit: 100,
                 ..Default::default()

@@ -4,8 +4,8 @@
 //! its own in its transaction.
 
 use crate::clock::now_ms;
-use crate::db::AuditRow;
 use crate::domain::Call;
+use crate::domain::model::AuditRow;
 use crate::error::Error;
 use crate::state::AppState;
 

@@ -9,7 +9,9 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::clock::{fmt_ts, now_ms};
-use crate::db::{self, RoomInfo, Store};
+use crate::db;
+use crate::domain::model::RoomInfo;
+use crate::domain::store::Store;
 use crate::domain::{rooms, tokens};
 
 #[derive(Args)]
@@ -212,7 +214,7 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             println!("room {name} created");
         }
         AdminCommand::ListRooms { json } => {
-            let list = store.list_rooms().await?;
+            let list = store.list_rooms(now_ms()).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else if list.is_empty() {
@@ -255,7 +257,11 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             } else {
                 rooms::check_info(&info)?;
                 store
-                    .update_room_info(&room, &info, None)
+                    .update_room_info(
+                        &room,
+                        &info,
+                        rooms::info_changed(&info, rooms::by_admin(now_ms())),
+                    )
                     .await?
                     .map(|(r, _)| r)
             };
@@ -355,7 +361,14 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
         AdminCommand::SetRetention { room, days } => {
             crate::domain::names::check_room(&room)?;
             rooms::check_retention(days)?;
-            let Some((_, pruned)) = store.set_retention(&room, days, None, now_ms()).await? else {
+            let Some((_, pruned)) = store
+                .set_retention(
+                    &room,
+                    days,
+                    rooms::retention_set(days, rooms::by_admin(now_ms())),
+                )
+                .await?
+            else {
                 anyhow::bail!("room {room:?} does not exist");
             };
             println!(

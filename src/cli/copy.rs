@@ -9,7 +9,8 @@
 
 use std::process::ExitCode;
 
-use crate::db::{self, Store, TABLES};
+use crate::db::{self, TABLES};
+use crate::domain::store::Store;
 
 /// Rows moved per batch; file rows carry their content, so fewer of them.
 fn page_size(table: &str) -> i64 {

@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::db::Event;
+use crate::domain::model::Event;
 use crate::present::digest;
 
 #[derive(Args)]

@@ -3,7 +3,8 @@
 use crate::auth::Caller;
 use crate::auth::token::{self, Secret};
 use crate::clock::now_ms;
-use crate::db::{NewToken, Store, TokenRecord};
+use crate::domain::model::{NewToken, TokenRecord};
+use crate::domain::store::Store;
 use crate::domain::{limits, names};
 use crate::error::{Error, Result};
 
@@ -53,7 +54,8 @@ pub async fn mint(store: &dyn Store, grant: Grant) -> Result<(Secret, TokenRecor
         lead: grant.lead,
         skills: grant.skills,
     };
-    let id = store.insert_token(&new).await?;
+    let now = now_ms();
+    let id = store.insert_token(&new, now).await?;
     let record = TokenRecord {
         id,
         agent: new.agent,
@@ -64,7 +66,7 @@ pub async fn mint(store: &dyn Store, grant: Grant) -> Result<(Secret, TokenRecor
         all_rooms: new.all_rooms,
         lead: new.lead,
         skills: new.skills,
-        created_ts: now_ms(),
+        created_ts: now,
         revoked_ts: None,
         last_seen: None,
     };

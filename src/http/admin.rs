@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::auth::{Caller, Meter, admit, client_addr, require_token};
 use crate::clock::now_ms;
-use crate::db::{AdminLogEntry, RoomInfo};
+use crate::domain::model::{AdminLogEntry, RoomInfo};
 use crate::domain::{Call, rooms, tokens};
 use crate::error::{Error, Result, http_error};
 use crate::state::AppState;
@@ -306,7 +306,7 @@ async fn get_state(
     headers: HeaderMap,
 ) -> Result<Json<Value>> {
     let store = state.core.store.as_ref();
-    let rooms = store.list_rooms().await?;
+    let rooms = store.list_rooms(state.core.clock.now_ms()).await?;
     let tokens = store.list_tokens().await?;
     let log = store.admin_log(posture::LOG_ENTRIES).await?;
     Ok(Json(posture::state_view(
@@ -376,15 +376,6 @@ async fn room_info(
     Path(RoomPath { room }): Path<RoomPath>,
     JsonBody(body): JsonBody<InfoBody>,
 ) -> Result<Json<Value>> {
-    let changed: Vec<&str> = [
-        ("description", body.description.is_some()),
-        ("repo_url", body.repo_url.is_some()),
-        ("onboarding_notes", body.onboarding_notes.is_some()),
-    ]
-    .iter()
-    .filter(|(_, set)| *set)
-    .map(|(name, _)| *name)
-    .collect();
     refuse_token_like([
         ("description", body.description.as_deref()),
         ("repo_url", body.repo_url.as_deref()),
@@ -395,6 +386,7 @@ async fn room_info(
         repo_url: body.repo_url,
         onboarding_notes: body.onboarding_notes,
     };
+    let changed = info.changed_fields();
     let call = Call::new(actor.caller.clone(), "admin.set_room_info");
     let room = room_call(&state, &call, &room, async || {
         state.core.set_room_info(&call, Some(&room), info).await
@@ -634,7 +626,7 @@ fn keep(days: i64) -> String {
 }
 
 /// `room lobby +dev; admin, all_rooms` for the log.
-fn describe_grant(t: &crate::db::TokenRecord) -> String {
+fn describe_grant(t: &crate::domain::model::TokenRecord) -> String {
     let mut s = format!("room {}", t.room);
     for r in &t.also_rooms {
         s.push_str(&format!(" +{r}"));

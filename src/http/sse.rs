@@ -25,8 +25,8 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::db::{Event, EventFilter, TaskQuery};
-use crate::domain::board::Status;
+use crate::domain::model::Status;
+use crate::domain::model::{Event, EventFilter, TaskQuery};
 use crate::domain::{Call, Core};
 use crate::error::{Error, Result};
 use crate::present::{self, UNTRUSTED_WARNING, Viewer};
