@@ -132,6 +132,17 @@
 
   // ---- sign in / out -----------------------------------------------------
 
+  /** A link to the dashboard, when the server serves it (it reads the same
+   * token from this tab's session). */
+  async function offerDashboard() {
+    try {
+      const r = await fetch('/ui', { method: 'HEAD', cache: 'no-store' });
+      $('to-dashboard').hidden = !r.ok;
+    } catch (_) {
+      /* no link then */
+    }
+  }
+
   function showLogin(message) {
     $('console').hidden = true;
     $('who').hidden = true;
@@ -525,5 +536,6 @@
     });
 
     if (sessionStorage.getItem(KEY)) load(); else showLogin();
+    offerDashboard();
   });
 }());
