@@ -82,6 +82,12 @@ async fn seed(s: &TestServer) -> McpClient {
             json!({"title": "Publish the release notes", "depends_on": [guide], "priority": "urgent"}),
         )
         .await;
+    alice
+        .call(
+            "create_task",
+            json!({"title": "Review the backup script", "assignee": "dave"}),
+        )
+        .await;
     let flaky = bob
         .call(
             "create_task",

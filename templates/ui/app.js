@@ -611,6 +611,7 @@
     state.messages = new Map();
     state.activity = new Set();
     state.unseenChat = 0;
+    state.chatStick = true;
     delete state.unread[name];
     saveSeen();
     closeModal();
@@ -852,7 +853,7 @@
         'div',
         { class: 'kvs' },
         kv('status', STATUS[t.status] || t.status),
-        h && h.kind === 'reserved' ? kv('reserved for', t.assignee) : kv('held by', h && h.kind === 'held' ? t.assignee : h ? t.assignee + ' (finished)' : 'nobody'),
+        h && h.kind === 'reserved' ? kv('reserved for', t.assignee) : h && h.kind === 'was' ? kv(t.status === 'done' ? 'done by' : 'was held by', t.assignee) : kv('held by', h ? t.assignee : 'nobody'),
         lease ? kv('lease', lease) : null,
         kv('priority', t.priority),
         kv('version', String(t.version)),
@@ -1045,7 +1046,8 @@
   }
 
   function onChatScroll() {
-    if (atBottom($('chat'))) {
+    state.chatStick = atBottom($('chat'));
+    if (state.chatStick) {
       state.unseenChat = 0;
       $('new-pill').hidden = true;
       renderChatBadge();
@@ -1310,6 +1312,11 @@
     });
     for (const t of document.querySelectorAll('.tab')) t.addEventListener('click', () => showTab(t.dataset.tab));
     $('chat').addEventListener('scroll', onChatScroll, { passive: true });
+    // A chat read at its end stays at its end when the window resizes.
+    new ResizeObserver(() => {
+      const list = $('chat');
+      if (state.chatStick !== false) list.scrollTop = list.scrollHeight;
+    }).observe($('chat'));
     $('new-pill').addEventListener('click', () => {
       const list = $('chat');
       list.scrollTop = list.scrollHeight;

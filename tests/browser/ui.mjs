@@ -172,6 +172,8 @@ try {
     cancelledBox: !!document.querySelector('.col-closed details.cancelled-box:not([open]) .card.st-cancelled'),
   }));
   if (board.versions || board.dashes) fail('debug noise on the board: ' + JSON.stringify(board));
+  const reserved = await page.evaluate(() => [...document.querySelectorAll('.col-pending .card .reserved')].map((n) => n.textContent));
+  if (!reserved.includes('reserved for dave')) fail('a reserved task does not say so: ' + JSON.stringify(reserved));
   if (board.doneHasCancelled || !board.cancelledBox) fail('cancelled tasks are not apart and collapsed: ' + JSON.stringify(board));
 
   // Another room counts its unread messages and mentions of the reader
@@ -249,6 +251,8 @@ try {
       await page.waitForSelector('#activity .act', { state: 'visible', timeout: 5000 });
       await page.click('#side-toggle');
       await page.waitForSelector('#rooms li[data-room="infra"]', { state: 'visible', timeout: 5000 });
+      await page.waitForFunction(() => document.getElementById('side').getBoundingClientRect().left >= 0);
+      await page.waitForTimeout(250);
       if ((await page.evaluate(() => document.documentElement.scrollWidth)) > width) fail(`the drawer scrolls the page at ${width}px`);
       await shot(page, `ui-${width}x${height}-rooms`);
       await page.click('#scrim', { position: { x: width - 10, y: 300 } });
