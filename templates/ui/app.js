@@ -376,7 +376,9 @@
   async function offerConsole(me) {
     if (!(me.admin && me.all_rooms)) return;
     try {
-      const r = await fetch('/admin', { method: 'HEAD', cache: 'no-store' });
+      // A small asset behind the same gate as the console page.
+      const r = await fetch('/admin/app.css', { cache: 'no-store' });
+      await r.text();
       $('to-console').hidden = !r.ok;
       $('side-console').hidden = !r.ok;
     } catch (_) {

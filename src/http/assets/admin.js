@@ -136,7 +136,9 @@
    * token from this tab's session). */
   async function offerDashboard() {
     try {
-      const r = await fetch('/ui', { method: 'HEAD', cache: 'no-store' });
+      // A small asset behind the same gate as the page.
+      const r = await fetch('/ui/favicon.svg', { cache: 'no-store' });
+      await r.text();
       $('to-dashboard').hidden = !r.ok;
     } catch (_) {
       /* no link then */
