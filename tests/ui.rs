@@ -62,11 +62,11 @@ async fn shell_and_assets_with_security_headers() {
             .await
             .unwrap();
         for sink in [
-        ".innerHTML",
-        ".outerHTML",
-        "insertAdjacentHTML",
-        "document.write",
-        "eval(",
+            ".innerHTML",
+            ".outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
         ] {
             assert!(
                 !js.contains(sink),

@@ -252,7 +252,10 @@ impl Restarted {
     /// Stops it and waits until it has let go of its port.
     async fn stop(self) {
         self.shutdown.cancel();
-        self.handle.await.expect("server task").expect("server result");
+        self.handle
+            .await
+            .expect("server task")
+            .expect("server result");
     }
 }
 
@@ -294,11 +297,8 @@ async fn dashboard_in_a_real_browser() {
     )
     .await;
     let ops = s.agent("olga", "infra").await;
-    ops.call(
-        "post_message",
-        json!({"body": "Infra is quiet today."}),
-    )
-    .await;
+    ops.call("post_message", json!({"body": "Infra is quiet today."}))
+        .await;
     let observer = s
         .token_with(Grant {
             agent: "maria".into(),
@@ -356,7 +356,11 @@ async fn dashboard_in_a_real_browser() {
     d.expect("WANT stop").await;
     let addr = s.addr;
     let dir = s.stop_keeping_files().await;
-    let db_path = dir.path().join("chatroom.db").to_string_lossy().into_owned();
+    let db_path = dir
+        .path()
+        .join("chatroom.db")
+        .to_string_lossy()
+        .into_owned();
     d.say("STOPPED").await;
 
     d.expect("WANT start").await;

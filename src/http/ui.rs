@@ -39,10 +39,22 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/", get(|| async { Redirect::permanent("/ui") }))
         .route("/ui/app.js", get(|| async { asset(JS, APP_JS) }))
         .route("/ui/app.css", get(|| async { asset(CSS, APP_CSS) }))
-        .route("/ui/markdown.js", get(|| async { asset(JS, shared::MARKDOWN_JS) }))
-        .route("/ui/vendor/marked.js", get(|| async { asset(JS, shared::MARKED_JS) }))
-        .route("/ui/vendor/purify.js", get(|| async { asset(JS, shared::PURIFY_JS) }))
-        .route("/ui/favicon.svg", get(|| async { asset("image/svg+xml", shared::LOGO_SVG) }))
+        .route(
+            "/ui/markdown.js",
+            get(|| async { asset(JS, shared::MARKDOWN_JS) }),
+        )
+        .route(
+            "/ui/vendor/marked.js",
+            get(|| async { asset(JS, shared::MARKED_JS) }),
+        )
+        .route(
+            "/ui/vendor/purify.js",
+            get(|| async { asset(JS, shared::PURIFY_JS) }),
+        )
+        .route(
+            "/ui/favicon.svg",
+            get(|| async { asset("image/svg+xml", shared::LOGO_SVG) }),
+        )
         .route_layer(middleware::from_fn_with_state(state, guard))
 }
 
