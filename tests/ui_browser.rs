@@ -100,12 +100,13 @@ async fn seed(s: &TestServer) -> McpClient {
         json!({"task_id": flaky, "lease_seconds": 3600}),
     )
     .await;
-    carol
+    let wal = carol
         .call(
             "create_task",
             json!({"title": "Benchmark WAL checkpointing on 2 cores", "claim": true}),
         )
-        .await;
+        .await["created"]["id"]
+        .clone();
     let rmcp = carol
         .call(
             "create_task",
@@ -175,7 +176,7 @@ async fn seed(s: &TestServer) -> McpClient {
     carol
         .call(
             "put_file",
-            json!({"name": "wal-bench.csv", "content_base64": "bW9kZSxwNTAscDk5CnBhc3NpdmUsMS4yLDMuNAo=", "mime": "text/csv"}),
+            json!({"name": "wal-bench.csv", "content_base64": "bW9kZSxwNTAscDk5CnBhc3NpdmUsMS4yLDMuNAo=", "mime": "text/csv", "task_id": wal}),
         )
         .await;
     dave.call(

@@ -506,6 +506,11 @@
         );
       }),
     );
+    for (const li of list.children) {
+      li.addEventListener('keydown', (ev) => {
+        if (ev.key === 'Enter') li.click();
+      });
+    }
     if (state.rooms.length === 0) list.append(el('li', { class: 'empty' }, 'No rooms for this token.'));
     const cur = state.rooms.find((r) => r.name === state.room);
     $('room-title').textContent = cur ? '#' + cur.name : '';

@@ -179,7 +179,15 @@ try {
   // Another room counts its unread messages and mentions of the reader
   // (from where the dashboard first saw it).
   await page.waitForFunction(() => JSON.parse(sessionStorage.getItem('chatroom.seen') || '{}').infra !== undefined, null, { timeout: 10000 });
+  // Scrolled up in the chat, a new message shows a pill instead of moving.
+  await page.evaluate(() => (document.getElementById('chat').scrollTop = 0));
   await want('unread');
+  await page.waitForSelector('#new-pill:not([hidden])', { timeout: 10000 });
+  const pill = await page.evaluate(() => ({ text: document.getElementById('new-pill').textContent, top: document.getElementById('chat').scrollTop }));
+  if (!pill.text.includes('1 new message') || pill.top !== 0) fail('the new-messages pill: ' + JSON.stringify(pill));
+  await page.click('#new-pill');
+  await page.waitForSelector('#new-pill', { state: 'hidden', timeout: 5000 });
+  if (!(await page.evaluate(() => [...document.querySelectorAll('#chat .msg')].pop().getBoundingClientRect().bottom <= document.getElementById('chat').getBoundingClientRect().bottom + 1))) fail('the pill did not bring the last message into view');
   await page.waitForSelector('#rooms li[data-room="infra"] .unread .badge.bad', { timeout: 20000 });
   const unread = await page.evaluate(() => document.querySelector('#rooms li[data-room="infra"] .unread').textContent);
   if (!unread.includes('@1') || !unread.includes('2')) fail('unread counts of infra: ' + unread);
@@ -197,6 +205,19 @@ try {
   if (!sheet.why.includes('Blocked by carol') || !sheet.why.includes('upstream fix')) fail('why it is blocked: ' + sheet.why);
   if (!sheet.history.some((h) => h.includes('carol') && h.includes('claimed'))) fail('history: ' + JSON.stringify(sheet.history));
   await shot(page, 'ui-task-blocked');
+  await page.keyboard.press('Escape');
+
+  // A task's files are in its sheet; a held task counts its lease down.
+  await page.click('.col-in_progress .card:has-text("Benchmark WAL")');
+  await page.waitForSelector('#modal:not([hidden]) .task-files li', { timeout: 5000 });
+  const files = await page.textContent('#modal .task-files');
+  if (!files.includes('wal-bench.csv')) fail('the task sheet lacks its file: ' + files);
+  await page.keyboard.press('Escape');
+  await page.click('.col-in_progress .card:has-text("Fix the flaky")');
+  await page.waitForSelector('#modal:not([hidden]) .lease-left', { timeout: 5000 });
+  const lease1 = await page.textContent('#modal .lease-left');
+  await page.waitForFunction((t) => document.querySelector('#modal .lease-left').textContent !== t, lease1, { timeout: 5000 });
+  if (!/\d+m \d+s left/.test(lease1)) fail('the lease countdown: ' + lease1);
   await page.keyboard.press('Escape');
   await page.waitForSelector('#modal[hidden]', { state: 'attached' });
 
