@@ -282,8 +282,7 @@
     $('app').classList.add('stale');
     setConn('refused', 'token refused');
     banner('bad', 'Token refused.', 'The server no longer accepts this token (revoked, or minted for another server): nothing here updates any more, and the greyed data is the last seen.', 'Use another token', () => {
-      sessionStorage.removeItem(TOKEN_KEY);
-      state.token = null;
+      forgetToken();
       showLogin('');
     });
   }
@@ -298,6 +297,14 @@
   }
 
   // ---------- login ----------
+
+  /** Forgets the token in this tab, the console's too when it was that one
+   * (the dashboard opens with the console's token; signing out is both). */
+  function forgetToken() {
+    if (state.token && sessionStorage.getItem(CONSOLE_KEY) === state.token) sessionStorage.removeItem(CONSOLE_KEY);
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.token = null;
+  }
 
   function showLogin(message) {
     state.gen++;
@@ -331,9 +338,13 @@
     try {
       rooms = await api('/v1/rooms');
     } catch (e) {
+      // Only a refusal forgets the token; an unreachable server has not
+      // refused it.
+      if (e instanceof ApiError && e.status === 401) {
+        forgetToken();
+        return showLogin('That token was refused (mistyped, revoked, or for another server).');
+      }
       state.token = null;
-      sessionStorage.removeItem(TOKEN_KEY);
-      if (e instanceof ApiError && e.status === 401) return showLogin('That token was refused (mistyped, revoked, or for another server).');
       if (e instanceof ApiError && e.status === 0) return showLogin('Cannot reach the server.');
       return showLogin(e.message);
     }
@@ -730,7 +741,7 @@
     const h = holding(t);
     if (h && h.kind === 'held') meta.push(el('span', { class: 'holder', title: 'the agent working on it' }, '● ' + t.assignee));
     else if (h && h.kind === 'reserved') meta.push(el('span', { class: 'reserved', title: 'assigned, not claimed yet' }, 'reserved for ' + t.assignee));
-    else if (h) meta.push(el('span', { class: 'holder' }, t.assignee));
+    else if (h) meta.push(el('span', { class: 'holder' }, (t.status === 'done' ? 'done by ' : 'was held by ') + t.assignee));
     if (t.required_skill) meta.push(el('span', { class: 'chip skill', title: 'required skill' }, t.required_skill));
     if (t.needs_review && t.status !== 'done') meta.push(el('span', { class: 'chip review', title: 'a lead reviews the result' }, 'review'));
     if (t.blocked_by_unfinished && t.blocked_by_unfinished.length) {
@@ -1307,8 +1318,7 @@
       start(t);
     });
     $('forget').addEventListener('click', () => {
-      sessionStorage.removeItem(TOKEN_KEY);
-      state.token = null;
+      forgetToken();
       showLogin('');
     });
     $('side-toggle').addEventListener('click', toggleSide);
