@@ -20,6 +20,7 @@
   const SIDE_KEY = 'chatroom.side';
   const MAX_CHAT = 500;
   const MAX_ACTIVITY = 300;
+  const LONG_MESSAGE = 1500; // characters; longer ones are folded
   const TAIL = 300;
   const STALL_MS = 40000; // three missed keep-alives
   const MAX_BACKOFF = 10000;
@@ -179,6 +180,17 @@
     const sec = s % 60;
     const span = h ? h + 'h ' + m + 'm' : m ? m + 'm ' + sec + 's' : sec + 's';
     return late ? 'lapsed ' + span + ' ago' : span + ' left';
+  }
+
+  /** The same, short, for a card: "59m left", "lapsed". */
+  function leaseShort(ts) {
+    const t = parseTs(ts);
+    if (t === null) return '';
+    const s = Math.round((t - Date.now()) / 1000);
+    if (s < 0) return 'lease lapsed';
+    const h = Math.floor(s / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    return 'lease ' + (h ? h + 'h ' + m + 'm' : m ? m + 'm' : s + 's') + ' left';
   }
 
   function presence(ts) {
@@ -749,7 +761,7 @@
     }
     if (t.lease_expires_ts && (t.status === 'in_progress' || t.status === 'blocked')) {
       const late = parseTs(t.lease_expires_ts) < Date.now();
-      meta.push(el('span', { class: 'chip lease' + (late ? ' late' : ''), 'data-lease': t.lease_expires_ts, title: 'lease ends ' + new Date(parseTs(t.lease_expires_ts)).toLocaleString() }, 'lease ' + countdown(t.lease_expires_ts)));
+      meta.push(el('span', { class: 'chip lease' + (late ? ' late' : ''), 'data-lease': t.lease_expires_ts, title: 'lease ends ' + new Date(parseTs(t.lease_expires_ts)).toLocaleString() }, leaseShort(t.lease_expires_ts)));
     }
     const files = state.files.filter((f) => f.task_id === t.id).length;
     if (files) meta.push(el('span', { class: 'chip file', title: 'files attached' }, plural(files, 'file', 'files')));
@@ -1003,7 +1015,19 @@
         ),
       );
     }
-    parts.push(el('div', { class: 'mhead' }, el('span', { class: 'author' }, m.author), el('time', { title: new Date(parseTs(m.ts)).toLocaleString() }, clock(m.ts))), el('div', { class: 'body' }, md(m.body || '')));
+    const text = m.body || '';
+    const body = el('div', { class: 'body' }, md(text));
+    parts.push(el('div', { class: 'mhead' }, el('span', { class: 'author' }, m.author), el('time', { title: new Date(parseTs(m.ts)).toLocaleString() }, clock(m.ts))), body);
+    // A wall of text is folded, so one message cannot bury the chat.
+    if (text.length > LONG_MESSAGE || text.split('\n').length > 24) {
+      body.classList.add('folded');
+      const more = el('button', { class: 'more small ghost', type: 'button' }, 'Show all');
+      more.addEventListener('click', () => {
+        const folded = body.classList.toggle('folded');
+        more.textContent = folded ? 'Show all' : 'Show less';
+      });
+      parts.push(more);
+    }
     const root = threadRoot(m);
     const item = el(
       'li',
@@ -1355,7 +1379,7 @@
     setInterval(() => {
       if (!$('app').hidden) {
         renderAgents();
-        for (const n of $('board').querySelectorAll('.chip.lease[data-lease]')) n.textContent = 'lease ' + countdown(n.dataset.lease);
+        for (const n of $('board').querySelectorAll('.chip.lease[data-lease]')) n.textContent = leaseShort(n.dataset.lease);
       }
     }, 15000);
     // Presence is stored in batches server-side; re-read it now and then,

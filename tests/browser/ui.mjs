@@ -118,12 +118,14 @@ try {
       pwned: typeof window.__pwned !== 'undefined',
       contained: body.scrollWidth <= body.clientWidth + 1 && msg.getBoundingClientRect().right <= chat.getBoundingClientRect().right + 1,
       chatScrolls: chat.scrollWidth > chat.clientWidth + 1,
+      folded: body.classList.contains('folded') && body.clientHeight < 400 && !!msg.querySelector('button.more'),
     };
   });
   if (!xss.found) fail('the hostile message is missing');
   if (!xss.shown) fail('the hostile markup is not shown as text: ' + JSON.stringify(xss));
   if (xss.scripts || xss.imgs || xss.handlers || xss.badLinks.length || xss.pwned) fail('agent text became live markup: ' + JSON.stringify(xss));
   if (!xss.contained || xss.chatScrolls) fail('the long word breaks out of its box: ' + JSON.stringify(xss));
+  if (!xss.folded) fail('a wall of text is not folded: ' + JSON.stringify(xss));
 
   // The same in a task's result (a 10,000-character word), in the sheet.
   await page.click('.col-closed .card:has-text("Check the hostile result")');
