@@ -1,9 +1,10 @@
 //! The HTTP surfaces besides `/mcp`: the `/v1` REST API and SSE stream, the
-//! `/ui` dashboard and the `/admin` console. Each submodule contributes its
-//! routes here.
+//! `/ui` dashboard, the `/admin` console and the assets they share. Each
+//! submodule contributes its routes here.
 
 pub mod admin;
 pub mod rest;
+pub mod shared;
 pub mod sse;
 pub mod ui;
 
@@ -19,6 +20,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .merge(rest::routes(state.clone()))
         .merge(ui::routes(state.clone()))
         .merge(admin::routes(state.clone()))
+        .merge(shared::routes())
 }
 
 /// Edge headers that mark a request as having come through the public side

@@ -132,6 +132,19 @@
 
   // ---- sign in / out -----------------------------------------------------
 
+  /** A link to the dashboard, when the server serves it (it reads the same
+   * token from this tab's session). */
+  async function offerDashboard() {
+    try {
+      // A small asset behind the same gate as the page.
+      const r = await fetch('/ui/favicon.svg', { cache: 'no-store' });
+      await r.text();
+      $('to-dashboard').hidden = !r.ok;
+    } catch (_) {
+      /* no link then */
+    }
+  }
+
   function showLogin(message) {
     $('console').hidden = true;
     $('who').hidden = true;
@@ -525,5 +538,6 @@
     });
 
     if (sessionStorage.getItem(KEY)) load(); else showLogin();
+    offerDashboard();
   });
 }());
