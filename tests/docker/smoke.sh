@@ -171,6 +171,14 @@ mcp post_message "{\"body\":\"$marker\"}" | tool_text >/dev/null
 mcp read_messages '{}' | tool_text | grep -F "$marker" >/dev/null || fail "read_messages does not return the posted message"
 say "post_message and read_messages through the published port"
 
+step="resolving a host name in the image"
+# The binary carries glibc inside (static); host names (the postgres
+# service, an MQTT broker) must still resolve. A second container of the
+# image reaches this one by its compose service name, through Docker's DNS.
+dc run --rm --no-deps -T chatroom healthcheck --url http://chatroom:8080 >/dev/null 2>&1 ||
+  fail "chatroom healthcheck --url http://chatroom:8080 from a second container failed"
+say "a second container reaches http://chatroom:8080 by name"
+
 step="checking the log format"
 # SGR sequences (ESC [ … m) only: compose itself may clear lines with ESC [2K.
 if dc logs --no-color chatroom | grep -E $'\e\\[[0-9;]*m' >/dev/null; then
