@@ -654,6 +654,57 @@ async fn binary_keeps_the_image_runtime_contract() {
     stop(&mut server).await;
 }
 
+/// Run as the image's user on a data folder that user may not write (what
+/// Docker leaves when it makes `./data` itself, as root), a command that
+/// opens the database fails with one line naming the folder and the `chown`
+/// that fixes it.
+#[tokio::test]
+async fn an_unwritable_data_folder_is_named_with_its_fix() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let image = parse_dockerfile(&repo_file("Dockerfile"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("bin");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir(&data).unwrap();
+    std::fs::copy(common::binary(), bin.join("chatroom")).unwrap();
+    std::fs::set_permissions(bin.join("chatroom"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Root's folder for the image's user; for anyone else, a read-only one of their own.
+    let (user, (uid, gid)) = if is_root() {
+        let ids = image.user.expect("the image names a USER");
+        (Some(ids), ids)
+    } else {
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let me = std::fs::metadata("/proc/self").unwrap();
+        (None, (me.uid(), me.gid()))
+    };
+    let db = data.join("chatroom.db");
+    let sandbox = Sandbox {
+        _dir: dir,
+        bin: bin.clone(),
+        data: data.clone(),
+        env: vec![
+            ("CHATROOM_DB".into(), db.display().to_string()),
+            ("PATH".into(), format!("{}:/usr/bin:/bin", bin.display())),
+        ],
+        user,
+    };
+    let (code, _, err) = sandbox.run(&["chatroom", "admin", "list-rooms"]).await;
+    assert_ne!(code, 0, "the command must fail: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let folder = data.display();
+    assert!(
+        err.contains(&format!("the folder {folder} is not writable by uid {uid}")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("sudo chown {uid}:{gid} {folder}")),
+        "{err}"
+    );
+    assert!(!db.exists(), "nothing was created");
+}
+
 // ---- The guides' commands ----------------------------------------------------
 
 /// One `chatroom …` invocation found in a guide.

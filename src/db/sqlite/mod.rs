@@ -58,7 +58,10 @@ impl SqliteStore {
             .max_connections(1)
             .connect_with(options)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
+            .map_err(|e| match unwritable(path) {
+                Some(why) => anyhow::anyhow!("cannot open database {path}: {why}"),
+                None => anyhow::anyhow!("cannot open database {path}: {e}"),
+            })?;
         sqlx::migrate!("migrations/sqlite")
             .run(&pool)
             .await
@@ -144,6 +147,55 @@ impl Inner {
         }
         out
     }
+}
+
+/// Why the database cannot be opened, when the cause is a permission: the
+/// file, or the folder it is to be created in, is not writable by this
+/// process. The usual case is a bind-mounted data folder that Docker made
+/// as root while the image runs as uid 1000, so the answer names the folder
+/// and the `chown` that fixes it.
+fn unwritable(path: &str) -> Option<String> {
+    let file = std::path::Path::new(path);
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let denied = |e: std::io::Error| e.kind() == std::io::ErrorKind::PermissionDenied;
+    let (what, shown, chown) = if file.exists() {
+        let e = std::fs::OpenOptions::new().write(true).open(file).err()?;
+        (denied(e).then_some("the file")?, file, "chown -R")
+    } else {
+        // A probe file: the one sure test of "may create files here".
+        let probe = dir.join(format!(".chatroom-probe-{}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+        {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+                return None;
+            }
+            Err(e) => (denied(e).then_some("the folder")?, dir, "chown"),
+        }
+    };
+    // /proc/self belongs to the process's own uid and gid.
+    #[cfg(unix)]
+    let ids = std::fs::metadata("/proc/self").ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.uid().to_string(), m.gid().to_string())
+    });
+    #[cfg(not(unix))]
+    let ids: Option<(String, String)> = None;
+    let (uid, gid) = ids.unwrap_or_else(|| ("UID".into(), "GID".into()));
+    let dir = dir.display();
+    Some(format!(
+        "{what} {} is not writable by uid {uid}, which this server runs as: \
+         give the folder to that user, sudo {chown} {uid}:{gid} {dir} (for the \
+         Docker image, the host folder mounted there, e.g. ./data beside \
+         docker-compose.yml)",
+        shown.display()
+    ))
 }
 
 /// Opens one connection with the settings every connection needs.
