@@ -22,13 +22,10 @@ pub struct AdminArgs {
         global = true
     )]
     db: String,
-    /// PostgreSQL URL; when set, used instead of --db.
-    #[arg(
-        long,
-        env = "CHATROOM_DATABASE_URL",
-        global = true,
-        hide_env_values = true
-    )]
+    /// PostgreSQL URL; when set, used instead of --db [default: CHATROOM_DATABASE_URL].
+    // Read by hand, not with clap's `env`: clap then shows it in every usage
+    // line as if it were required whenever the variable is set, even empty.
+    #[arg(long, global = true)]
     database_url: Option<String>,
     #[command(subcommand)]
     command: AdminCommand,
@@ -40,7 +37,7 @@ enum AdminCommand {
     Init,
     /// Create a room.
     AddRoom {
-        /// Room name: 1-64 chars of a-z 0-9 - _ .
+        /// Room name: 1-64 characters of a-z, 0-9, `-`, `_` and `.`.
         name: String,
         #[arg(long)]
         description: Option<String>,
@@ -155,6 +152,8 @@ enum AdminCommand {
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     let url = match args
         .database_url
+        .clone()
+        .or_else(|| std::env::var("CHATROOM_DATABASE_URL").ok())
         .as_deref()
         .map(str::trim)
         .filter(|u| !u.is_empty())
@@ -187,8 +186,48 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     if let AdminCommand::Copy { from, to } = &args.command {
         return super::copy::run(from, to).await;
     }
-    let store = db::open(&url).await?;
-    execute(store, args.command).await
+    // Which database, said on stderr (stdout stays the command's own), so
+    // a command run in the wrong folder does not pass unnoticed.
+    let (shown, existed) = match url.strip_prefix("sqlite://") {
+        Some(file) => {
+            let path = std::path::Path::new(file);
+            super::doctor::sqlite_folder_writable(path).map_err(anyhow::Error::msg)?;
+            (
+                format!(
+                    "{} (CHATROOM_DB)",
+                    std::path::absolute(path)
+                        .unwrap_or_else(|_| path.to_owned())
+                        .display()
+                ),
+                path.exists(),
+            )
+        }
+        None => {
+            super::doctor::postgres_reachable(&url)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            (
+                format!(
+                    "{} (CHATROOM_DATABASE_URL)",
+                    crate::config::redact_url(&url)
+                ),
+                true,
+            )
+        }
+    };
+    let store = db::open(&url)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:#} [database {shown}]"))?;
+    match execute(store, args.command).await {
+        Ok(code) => {
+            eprintln!(
+                "chatroom: database {shown}{}",
+                if existed { "" } else { ", created now" }
+            );
+            Ok(code)
+        }
+        Err(e) => Err(anyhow::anyhow!("{e:#} [database {shown}]")),
+    }
 }
 
 async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result<ExitCode> {
