@@ -846,4 +846,130 @@ mod tests {
         .unwrap();
         assert!(!format!("{c:?}").contains("hunter2"));
     }
+
+    fn dotenv(text: &str) -> DotEnv {
+        parse_dotenv(text, |name| (name == "FROM_ENV").then(|| "env".to_owned()))
+    }
+
+    fn value(d: &DotEnv, name: &str) -> Option<String> {
+        d.values.get(name).map(|(v, _)| v.clone())
+    }
+
+    /// The last line for a variable wins, as in docker compose, and the
+    /// duplicate is warned about with both line numbers.
+    #[test]
+    fn dotenv_last_line_wins_with_a_warning() {
+        let d = dotenv(
+            "CHATROOM_ALLOWED_HOSTS=localhost\n# a comment\nCHATROOM_ALLOWED_HOSTS=box,localhost\n",
+        );
+        assert_eq!(
+            value(&d, "CHATROOM_ALLOWED_HOSTS").as_deref(),
+            Some("box,localhost")
+        );
+        assert_eq!(d.values["CHATROOM_ALLOWED_HOSTS"].1, 3);
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+        assert!(
+            d.warnings[0].contains("line 3") && d.warnings[0].contains("line 1"),
+            "{:?}",
+            d.warnings
+        );
+    }
+
+    /// A line that cannot be read is named by number and skipped; the lines
+    /// after it still count.
+    #[test]
+    fn dotenv_bad_line_does_not_drop_the_rest() {
+        let d = dotenv(
+            "CHATROOM_LOG=debug\nCHATROOM_DB=\"unclosed\nnot a line\n9X=1\nCHATROOM_LISTEN=0.0.0.0:9000\n",
+        );
+        assert_eq!(value(&d, "CHATROOM_LOG").as_deref(), Some("debug"));
+        assert_eq!(
+            value(&d, "CHATROOM_LISTEN").as_deref(),
+            Some("0.0.0.0:9000")
+        );
+        assert!(value(&d, "CHATROOM_DB").is_none());
+        let joined = d.warnings.join("\n");
+        for n in ["line 2", "line 3", "line 4"] {
+            assert!(joined.contains(n), "{joined}");
+        }
+        assert_eq!(d.warnings.len(), 3, "{joined}");
+    }
+
+    /// Unknown CHATROOM_* names are warned about with the nearest known
+    /// one; other programs' variables are not.
+    #[test]
+    fn dotenv_unknown_names_are_warned_about() {
+        let d = dotenv(
+            "CHATROOM_ALLOWED_HOST=box\nPOSTGRES_PASSWORD=x\nCHATROOM_TEST_PG_URL=y\nCHATROOM_PORT=8080\n",
+        );
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+        assert!(
+            d.warnings[0].contains("line 1") && d.warnings[0].contains("CHATROOM_ALLOWED_HOSTS"),
+            "{:?}",
+            d.warnings
+        );
+    }
+
+    /// Quotes, inline comments, `export` and interpolation read as compose
+    /// reads them.
+    #[test]
+    fn dotenv_values_read_as_compose_reads_them() {
+        let d = dotenv(concat!(
+            "export A=plain # comment\n",
+            "B='single $A # kept'\n",
+            "C=\"double $A \\\"q\\\" \\$A\" # comment\n",
+            "D=${FROM_ENV}-${MISSING:-fallback}-$A\n",
+            "E=a#b\n",
+            "F=\n",
+        ));
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        assert_eq!(value(&d, "A").as_deref(), Some("plain"));
+        assert_eq!(value(&d, "B").as_deref(), Some("single $A # kept"));
+        assert_eq!(value(&d, "C").as_deref(), Some("double plain \"q\" $A"));
+        assert_eq!(value(&d, "D").as_deref(), Some("env-fallback-plain"));
+        assert_eq!(value(&d, "E").as_deref(), Some("a#b"));
+        assert_eq!(value(&d, "F").as_deref(), Some(""));
+    }
+
+    /// `CHATROOM_LOG` takes a level in any case or a filter whose every
+    /// directive ends in a level; a typo is named at start.
+    #[test]
+    fn log_filter_is_validated() {
+        for good in [
+            "info",
+            "DEBUG",
+            "off",
+            "info,tower_http=debug",
+            "chatroom::mcp=trace",
+        ] {
+            assert!(log_directives(good).is_ok(), "{good}");
+        }
+        for bad in ["warning", "inf", "info,tower_http=loud", "chatroom"] {
+            assert!(log_directives(bad).is_err(), "{bad}");
+        }
+        let err = Config::from_map(&vars(&[("CHATROOM_LOG", "warning")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("CHATROOM_LOG") && err.contains("warning"),
+            "{err}"
+        );
+    }
+
+    /// The settings `serve` logs at start never show a secret.
+    #[test]
+    fn effective_settings_hide_secrets() {
+        let c = Config::from_map(&vars(&[
+            ("CHATROOM_DATABASE_URL", "postgres://u:hunter2@db:5432/c"),
+            ("CHATROOM_MQTT_HOST", "broker"),
+            ("CHATROOM_MQTT_PASS", "hunter3"),
+        ]))
+        .unwrap();
+        let shown = format!("{:?}", c.effective());
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("hunter3"),
+            "{shown}"
+        );
+        assert!(shown.contains("postgres://***@db:5432/c"), "{shown}");
+    }
 }
