@@ -597,7 +597,7 @@ impl Config {
 
     /// The effective value of every setting, as `serve` logs it at start and
     /// `chatroom doctor` shows it. Secrets never appear: a password in the
-    /// database URL and the MQTT password print as `***`.
+    /// database URL and the MQTT user and password print as `***`.
     pub fn effective(&self) -> Vec<(&'static str, String)> {
         let switch = |b: bool| if b { "on" } else { "off" }.to_owned();
         let opt = |v: &Option<String>| v.clone().unwrap_or_default();
@@ -656,7 +656,11 @@ impl Config {
             Some(m) => out.extend([
                 ("CHATROOM_MQTT_HOST", m.host.clone()),
                 ("CHATROOM_MQTT_PORT", m.port.to_string()),
-                ("CHATROOM_MQTT_USER", opt(&m.user)),
+                // The user name is half of the credential: never shown either.
+                (
+                    "CHATROOM_MQTT_USER",
+                    if m.user.is_some() { "***" } else { "" }.to_owned(),
+                ),
                 (
                     "CHATROOM_MQTT_PASS",
                     if m.pass.is_some() { "***" } else { "" }.to_owned(),
