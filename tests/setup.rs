@@ -348,6 +348,32 @@ async fn admin_commands_name_their_database() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
+/// A usage error shows only what is missing, also with CHATROOM_DB and an
+/// empty CHATROOM_DATABASE_URL in the environment (as in the image, or
+/// after copying `.env.example`).
+#[tokio::test]
+async fn usage_errors_do_not_list_the_database_as_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = run_in(
+        dir.path(),
+        &["admin", "add-token", "--agent", "a"],
+        &[
+            ("CHATROOM_DB", "/data/chatroom.db"),
+            ("CHATROOM_DATABASE_URL", ""),
+        ],
+    )
+    .await;
+    assert_eq!(code, 2);
+    let usage = err
+        .lines()
+        .find(|l| l.starts_with("Usage:"))
+        .unwrap_or_default();
+    assert_eq!(
+        usage, "Usage: chatroom admin add-token --agent <AGENT> --room <ROOM>",
+        "{err}"
+    );
+}
+
 /// An unreachable PostgreSQL is named with its host, port and the cause.
 #[tokio::test]
 async fn unreachable_postgres_names_host_and_cause() {

@@ -14,17 +14,13 @@ use crate::domain::{rooms, tokens};
 
 #[derive(Args)]
 pub struct AdminArgs {
-    /// SQLite database file.
-    #[arg(
-        long,
-        env = "CHATROOM_DB",
-        default_value = "chatroom.db",
-        global = true
-    )]
-    db: String,
+    // Both read from the environment by hand, not with clap's `env`: clap
+    // then shows them in every usage line as if they were required whenever
+    // the variable is set (the image sets CHATROOM_DB), even to nothing.
+    /// SQLite database file [default: CHATROOM_DB, else chatroom.db].
+    #[arg(long, global = true)]
+    db: Option<String>,
     /// PostgreSQL URL; when set, used instead of --db [default: CHATROOM_DATABASE_URL].
-    // Read by hand, not with clap's `env`: clap then shows it in every usage
-    // line as if it were required whenever the variable is set, even empty.
     #[arg(long, global = true)]
     database_url: Option<String>,
     #[command(subcommand)]
@@ -159,7 +155,14 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         .filter(|u| !u.is_empty())
     {
         Some(url) => url.to_owned(),
-        None => format!("sqlite://{}", args.db),
+        None => format!(
+            "sqlite://{}",
+            args.db
+                .clone()
+                .or_else(|| std::env::var("CHATROOM_DB").ok())
+                .filter(|d| !d.trim().is_empty())
+                .unwrap_or_else(|| "chatroom.db".into())
+        ),
     };
     // Refuse before touching the database where a confirmation is missing.
     match &args.command {
