@@ -185,8 +185,9 @@ fn tls_transport() -> anyhow::Result<rumqttc::Transport> {
 }
 
 /// Why `CHATROOM_MQTT_TLS=on` cannot work in a build without the feature.
-pub const NO_TLS: &str = "this build has no TLS for MQTT: use a release build or the Docker image \
-     (built with `--features mqtt-tls`), or set CHATROOM_MQTT_TLS=off";
+pub const NO_TLS: &str = "this build has no TLS for MQTT: build with `--features mqtt-tls` \
+     (`cargo install --locked --path . --features mqtt-tls`; the Docker image has it), \
+     or set CHATROOM_MQTT_TLS=off";
 
 /// What the pump and the publisher share.
 struct Shared {

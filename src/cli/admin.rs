@@ -16,21 +16,14 @@ use crate::domain::{rooms, tokens};
 
 #[derive(Args)]
 pub struct AdminArgs {
-    /// SQLite database file.
-    #[arg(
-        long,
-        env = "CHATROOM_DB",
-        default_value = "chatroom.db",
-        global = true
-    )]
-    db: String,
-    /// PostgreSQL URL; when set, used instead of --db.
-    #[arg(
-        long,
-        env = "CHATROOM_DATABASE_URL",
-        global = true,
-        hide_env_values = true
-    )]
+    // Both read from the environment by hand, not with clap's `env`: clap
+    // then shows them in every usage line as if they were required whenever
+    // the variable is set (the image sets CHATROOM_DB), even to nothing.
+    /// SQLite database file [default: CHATROOM_DB, else chatroom.db].
+    #[arg(long, global = true)]
+    db: Option<String>,
+    /// PostgreSQL URL; when set, used instead of --db [default: CHATROOM_DATABASE_URL].
+    #[arg(long, global = true)]
     database_url: Option<String>,
     #[command(subcommand)]
     command: AdminCommand,
@@ -42,7 +35,7 @@ enum AdminCommand {
     Init,
     /// Create a room.
     AddRoom {
-        /// Room name: 1-64 chars of a-z 0-9 - _ .
+        /// Room name: 1-64 characters of a-z, 0-9, `-`, `_` and `.`.
         name: String,
         #[arg(long)]
         description: Option<String>,
@@ -157,12 +150,21 @@ enum AdminCommand {
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     let url = match args
         .database_url
+        .clone()
+        .or_else(|| std::env::var("CHATROOM_DATABASE_URL").ok())
         .as_deref()
         .map(str::trim)
         .filter(|u| !u.is_empty())
     {
         Some(url) => url.to_owned(),
-        None => format!("sqlite://{}", args.db),
+        None => format!(
+            "sqlite://{}",
+            args.db
+                .clone()
+                .or_else(|| std::env::var("CHATROOM_DB").ok())
+                .filter(|d| !d.trim().is_empty())
+                .unwrap_or_else(|| "chatroom.db".into())
+        ),
     };
     // Refuse before touching the database where a confirmation is missing.
     match &args.command {
@@ -189,8 +191,48 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     if let AdminCommand::Copy { from, to } = &args.command {
         return super::copy::run(from, to).await;
     }
-    let store = db::open(&url).await?;
-    execute(store, args.command).await
+    // Which database, said on stderr (stdout stays the command's own), so
+    // a command run in the wrong folder does not pass unnoticed.
+    let (shown, existed) = match url.strip_prefix("sqlite://") {
+        Some(file) => {
+            let path = std::path::Path::new(file);
+            super::doctor::sqlite_folder_writable(path).map_err(anyhow::Error::msg)?;
+            (
+                format!(
+                    "{} (CHATROOM_DB)",
+                    std::path::absolute(path)
+                        .unwrap_or_else(|_| path.to_owned())
+                        .display()
+                ),
+                path.exists(),
+            )
+        }
+        None => {
+            super::doctor::postgres_reachable(&url)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            (
+                format!(
+                    "{} (CHATROOM_DATABASE_URL)",
+                    crate::config::redact_url(&url)
+                ),
+                true,
+            )
+        }
+    };
+    let store = db::open(&url)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:#} [database {shown}]"))?;
+    match execute(store, args.command).await {
+        Ok(code) => {
+            eprintln!(
+                "chatroom: database {shown}{}",
+                if existed { "" } else { ", created now" }
+            );
+            Ok(code)
+        }
+        Err(e) => Err(anyhow::anyhow!("{e:#} [database {shown}]")),
+    }
 }
 
 async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result<ExitCode> {
