@@ -504,11 +504,16 @@ pub(crate) fn sqlite_folder_writable(path: &Path) -> Result<(), String> {
             let _ = std::fs::remove_file(&probe);
             Ok(())
         }
-        Err(e) => Err(format!(
-            "the folder {} of the database (CHATROOM_DB={}) is not writable: {e} (chown it to the user that runs chatroom; in Docker: sudo chown 1000:1000 data)",
-            folder.display(),
-            path.display()
-        )),
+        Err(e) => Err(
+            match crate::db::sqlite::unwritable(&path.display().to_string()) {
+                Some(why) => format!("{why} (CHATROOM_DB={})", path.display()),
+                None => format!(
+                    "the folder {} of the database (CHATROOM_DB={}) is not writable: {e}",
+                    folder.display(),
+                    path.display()
+                ),
+            },
+        ),
     }
 }
 

@@ -17,7 +17,7 @@ set -euo pipefail
 
 # 1 once the text log format leaves out colour codes when stdout is not a
 # terminal (SPEC §10); until then the check only reports what it sees.
-plain_logs_required=${CHATROOM_SMOKE_PLAIN_LOGS:-0}
+plain_logs_required=${CHATROOM_SMOKE_PLAIN_LOGS:-1}
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 project="chatroom-smoke-$$"

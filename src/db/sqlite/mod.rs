@@ -154,7 +154,7 @@ impl Inner {
 /// process. The usual case is a bind-mounted data folder that Docker made
 /// as root while the image runs as uid 1000, so the answer names the folder
 /// and the `chown` that fixes it.
-fn unwritable(path: &str) -> Option<String> {
+pub fn unwritable(path: &str) -> Option<String> {
     let file = std::path::Path::new(path);
     let dir = match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
