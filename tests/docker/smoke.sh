@@ -15,8 +15,8 @@
 # by that name on exit, also when a check fails.
 set -euo pipefail
 
-# 1 once the text log format leaves out colour codes when stdout is not a
-# terminal (SPEC §10); until then the check only reports what it sees.
+# The logs must carry no colour codes when stdout is not a terminal (SPEC
+# §10); 0 only reports what it sees.
 plain_logs_required=${CHATROOM_SMOKE_PLAIN_LOGS:-1}
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
