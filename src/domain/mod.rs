@@ -9,6 +9,7 @@ pub mod events;
 pub mod files;
 pub mod limits;
 pub mod names;
+pub mod oauth;
 pub mod presence;
 pub mod rooms;
 pub mod tokens;

@@ -75,6 +75,9 @@ pub async fn mint(store: &dyn Store, grant: Grant) -> Result<(Secret, TokenRecor
 /// The lookup is by hash on a unique index: the raw value never reaches SQL
 /// and no timing depends on how much of it matched.
 pub async fn verify(store: &dyn Store, raw: &str) -> Result<Option<Caller>> {
+    if raw.starts_with(crate::domain::oauth::ACCESS_PREFIX) {
+        return crate::domain::oauth::verify_access(store, raw).await;
+    }
     if !raw.starts_with(token::PREFIX) || raw.len() > 200 {
         return Ok(None);
     }
@@ -82,9 +85,10 @@ pub async fn verify(store: &dyn Store, raw: &str) -> Result<Option<Caller>> {
     Ok(record.filter(|t| t.revoked_ts.is_none()).map(Caller::from))
 }
 
-/// Revokes every token of `agent`; returns how many.
+/// Revokes every token of `agent`, its OAuth grants included; returns how many.
 pub async fn revoke(store: &dyn Store, agent: &str) -> Result<u64> {
-    store.revoke_agent(agent, now_ms()).await
+    Ok(store.revoke_agent(agent, now_ms()).await?
+        + store.oauth_revoke_agent(agent, now_ms()).await?)
 }
 
 /// Deletes tokens revoked more than `days` ago; returns how many.

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod digest;
+pub mod oauth;
 pub mod rest;
 pub mod sse;
 pub mod ui;
@@ -20,6 +21,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .merge(rest::routes(state.clone()))
         .merge(ui::routes(state.clone()))
         .merge(admin::routes(state.clone()))
+        .merge(oauth::routes(state.clone()))
 }
 
 /// Edge headers that mark a request as having come through the public side
