@@ -59,6 +59,8 @@ struct App {
     client_id: String,
     verifier: String,
     challenge: String,
+    /// The `Host` to send (a replica behind the same name as another).
+    host: Option<String>,
 }
 
 /// What the authorization endpoint answered.
@@ -128,6 +130,15 @@ impl App {
             client_id: v["client_id"].as_str().unwrap().to_owned(),
             verifier,
             challenge,
+            host: None,
+        }
+    }
+
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        let r = self.http.post(format!("{}{path}", self.base));
+        match &self.host {
+            Some(h) => r.header("host", h),
+            None => r,
         }
     }
 
@@ -162,8 +173,7 @@ impl App {
 
     async fn post_authorize(&self, form: &HashMap<String, String>) -> Answer {
         let r = self
-            .http
-            .post(format!("{}/oauth/authorize", self.base))
+            .post("/oauth/authorize")
             .header("content-type", "application/x-www-form-urlencoded")
             .body(encode(form.iter().map(|(k, v)| (k.as_str(), v.as_str()))))
             .send()
@@ -191,8 +201,7 @@ impl App {
 
     async fn token(&self, form: &[(&str, &str)]) -> (u16, Value) {
         let r = self
-            .http
-            .post(format!("{}/oauth/token", self.base))
+            .post("/oauth/token")
             .header("content-type", "application/x-www-form-urlencoded")
             .body(encode(form.iter().copied()))
             .send()
@@ -322,4 +331,860 @@ async fn python_sdk_oauth_client_does_the_whole_dance() {
             }
         }
     }
+}
+
+/// The `WWW-Authenticate` header of an answer.
+fn www_auth(r: &reqwest::Response) -> String {
+    r.headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+/// Both protected-resource metadata paths and the authorization-server
+/// metadata say what SPEC §2a lists, with URLs of the request's host.
+#[tokio::test]
+async fn discovery_metadata_is_complete() {
+    let s = TestServer::start().await;
+    let http = reqwest::Client::new();
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let v: Value = http
+            .get(format!("{}{path}", s.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["resource"], format!("{}/mcp", s.url), "{path}");
+        assert_eq!(v["authorization_servers"], json!([s.url]));
+        assert_eq!(v["scopes_supported"], json!(["chatroom"]));
+        assert_eq!(v["bearer_methods_supported"], json!(["header"]));
+    }
+    let v: Value = http
+        .get(format!("{}/.well-known/oauth-authorization-server", s.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["issuer"], s.url);
+    for (key, path) in [
+        ("authorization_endpoint", "/oauth/authorize"),
+        ("token_endpoint", "/oauth/token"),
+        ("registration_endpoint", "/oauth/register"),
+        ("revocation_endpoint", "/oauth/revoke"),
+    ] {
+        assert_eq!(v[key], format!("{}{path}", s.url));
+    }
+    assert_eq!(v["response_types_supported"], json!(["code"]));
+    assert_eq!(
+        v["grant_types_supported"],
+        json!(["authorization_code", "refresh_token"])
+    );
+    assert_eq!(v["code_challenge_methods_supported"], json!(["S256"]));
+    assert!(
+        v["token_endpoint_auth_methods_supported"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("none"))
+    );
+    assert_eq!(v["client_id_metadata_document_supported"], true);
+    assert_eq!(v["authorization_response_iss_parameter_supported"], true);
+    // Through the public side, the URLs are CHATROOM_PUBLIC_URL's.
+    let p = TestServer::start_with(|c| {
+        c.public_url = Some("https://rooms.example.org".into());
+    })
+    .await;
+    let v: Value = http
+        .get(format!(
+            "{}/.well-known/oauth-protected-resource/mcp",
+            p.url
+        ))
+        .header("cf-ray", "1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["resource"], "https://rooms.example.org/mcp");
+    assert_eq!(
+        v["authorization_servers"],
+        json!(["https://rooms.example.org"])
+    );
+}
+
+/// Every `401` of `/mcp` and `/v1` points at the metadata, and says
+/// `invalid_token` when a token was sent.
+#[tokio::test]
+async fn every_401_carries_the_resource_metadata_hint() {
+    let s = TestServer::start().await;
+    let http = reqwest::Client::new();
+    let hint = format!(
+        "resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"",
+        s.url
+    );
+    let mcp = || {
+        http.post(format!("{}/mcp", s.url))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+    };
+    let none = mcp().send().await.unwrap();
+    assert_eq!(none.status(), 401);
+    let h = www_auth(&none);
+    assert!(h.starts_with("Bearer ") && h.contains(&hint), "{h}");
+    assert!(!h.contains("invalid_token"), "{h}");
+    let body: Value = none.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unauthorized");
+    let bad = mcp().bearer_auth("cra_nonsense").send().await.unwrap();
+    assert_eq!(bad.status(), 401);
+    let h = www_auth(&bad);
+    assert!(
+        h.contains(&hint) && h.contains("error=\"invalid_token\""),
+        "{h}"
+    );
+    for path in ["/v1/rooms", "/v1/whats_new", "/v1/stream"] {
+        let r = http.get(format!("{}{path}", s.url)).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+        assert!(www_auth(&r).contains(&hint), "{path}");
+        let r = http
+            .get(format!("{}{path}", s.url))
+            .bearer_auth("cr_wrong")
+            .send()
+            .await
+            .unwrap();
+        assert!(www_auth(&r).contains("invalid_token"), "{path}");
+    }
+}
+
+/// `CHATROOM_OAUTH=off` removes every OAuth route and the hint.
+#[tokio::test]
+async fn oauth_off_removes_routes_and_hint() {
+    let s = TestServer::start_with(|c| c.oauth = false).await;
+    let http = reqwest::Client::new();
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/oauth/authorize",
+        "/oauth/consent.css",
+    ] {
+        let r = http.get(format!("{}{path}", s.url)).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+    }
+    for path in ["/oauth/register", "/oauth/token", "/oauth/revoke"] {
+        let r = http.post(format!("{}{path}", s.url)).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+    }
+    let r = http
+        .get(format!("{}/v1/rooms", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(www_auth(&r), "Bearer");
+}
+
+/// Registration takes https and loopback-http redirect URIs only, answers
+/// RFC 7591 errors for bad metadata, and is rate-limited per address.
+#[tokio::test]
+async fn registration_refuses_bad_metadata_and_floods() {
+    let s = TestServer::start().await;
+    let http = reqwest::Client::new();
+    let register = |body: String| {
+        http.post(format!("{}/oauth/register", s.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let ok = register(json!({"redirect_uris": ["https://claude.ai/api/mcp/auth_callback"], "client_name": "Claude"}).to_string()).await.unwrap();
+    assert_eq!(ok.status(), 201);
+    let v: Value = ok.json().await.unwrap();
+    assert!(v["client_id"].as_str().unwrap().starts_with("crcl_"));
+    assert_eq!(v["token_endpoint_auth_method"], "client_secret_basic");
+    assert!(v["client_secret"].as_str().unwrap().starts_with("crcs_"));
+    for uris in [
+        json!(["http://example.com/cb"]),
+        json!(["http://192.168.1.2/cb"]),
+        json!(["javascript:alert(1)"]),
+        json!(["https://a.example/cb#x"]),
+        json!(["cb"]),
+        json!([]),
+        json!([7]),
+        json!(null),
+    ] {
+        let r = register(json!({ "redirect_uris": uris }).to_string())
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{uris}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], "invalid_redirect_uri", "{uris}");
+    }
+    for body in [
+        "not json".to_owned(),
+        "[]".to_owned(),
+        json!({"redirect_uris": [REDIRECT], "grant_types": ["password"]}).to_string(),
+        json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "private_key_jwt"})
+            .to_string(),
+        json!({"redirect_uris": [REDIRECT], "client_name": 5}).to_string(),
+    ] {
+        let r = register(body.clone()).await.unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], "invalid_client_metadata", "{body}");
+    }
+    // 14 registrations so far; the address may make 30 an hour.
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        let r = register(json!({"redirect_uris": [REDIRECT]}).to_string())
+            .await
+            .unwrap();
+        statuses.push(r.status().as_u16());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        16,
+        "{statuses:?}"
+    );
+    assert_eq!(statuses.last(), Some(&429));
+}
+
+/// An unknown client or an unregistered redirect URI gets the error page,
+/// never a redirect; PKCE missing or plain and a foreign `resource` are sent
+/// back to the (checked) redirect URI as errors.
+#[tokio::test]
+async fn authorize_refuses_without_open_redirects() {
+    let s = TestServer::start().await;
+    let app = App::register(&s).await;
+    let with = |key: &str, value: Option<&str>| {
+        let mut p = app.authorize_params();
+        p.retain(|(k, _)| k != key);
+        if let Some(v) = value {
+            p.push((key.into(), v.into()));
+        }
+        p
+    };
+    for params in [
+        with("client_id", Some("crcl_unknown")),
+        with("client_id", None),
+        with("redirect_uri", Some("https://evil.example/cb")),
+        with(
+            "redirect_uri",
+            Some("http://127.0.0.1:53682/callback/other"),
+        ),
+    ] {
+        let a = app.get_authorize(&params).await;
+        assert_eq!(a.status, 400, "{params:?}");
+        assert!(a.location.is_none(), "{params:?}");
+        assert!(a.body.contains("id=\"error\""), "{}", a.body);
+    }
+    for (params, error) in [
+        (with("code_challenge", None), "invalid_request"),
+        (
+            with("code_challenge_method", Some("plain")),
+            "invalid_request",
+        ),
+        (with("code_challenge_method", None), "invalid_request"),
+        (with("code_challenge", Some("short")), "invalid_request"),
+        (
+            with("response_type", Some("token")),
+            "unsupported_response_type",
+        ),
+        (
+            with("resource", Some("https://other.example/mcp")),
+            "invalid_target",
+        ),
+    ] {
+        let a = app.get_authorize(&params).await;
+        assert_eq!(a.status, 303, "{params:?}: {}", a.body);
+        assert!(a.location.as_deref().unwrap().starts_with(REDIRECT));
+        let q = a.query();
+        assert_eq!(q["error"], error, "{params:?}");
+        assert_eq!(q["state"], "st4te");
+        assert_eq!(q["iss"], s.url);
+    }
+    // A repeated parameter is refused on the page.
+    let mut twice = app.authorize_params();
+    twice.push(("state".into(), "again".into()));
+    let a = app.get_authorize(&twice).await;
+    assert_eq!(a.status, 400);
+    assert!(a.location.is_none());
+}
+
+/// The consent page: a wrong or used connect code shows the page again with
+/// an error; deny sends `access_denied`; a forged form is refused; a right
+/// code redirects with `code`, `state` and `iss`.
+#[tokio::test]
+async fn consent_page_takes_one_right_code_once() {
+    let s = TestServer::start().await;
+    let app = App::register(&s).await;
+    let connect = connect_code(&s, grant("tablet", "lobby")).await;
+    let page = app.get_authorize(&app.authorize_params()).await;
+    assert!(page.body.contains("Test app"));
+    assert!(
+        page.body.contains("127.0.0.1:53682"),
+        "names where it returns"
+    );
+    let wrong = app.consent("crc-0000-0000-0000", "approve").await;
+    assert_eq!(wrong.status, 400);
+    assert!(wrong.location.is_none());
+    assert!(
+        wrong.body.contains("wrong, used or expired"),
+        "{}",
+        wrong.body
+    );
+    let garbage = app.consent("not a code at all", "approve").await;
+    assert_eq!(garbage.status, 400);
+    let denied = app.consent(&connect, "deny").await;
+    assert_eq!(denied.status, 303);
+    assert_eq!(denied.query()["error"], "access_denied");
+    assert_eq!(denied.query()["state"], "st4te");
+    // A form whose fields were changed after the page made it.
+    let mut forged = page.fields();
+    forged.insert("state".into(), "other".into());
+    forged.insert("connect_code".into(), connect.clone());
+    forged.insert("decision".into(), "approve".into());
+    let r = app.post_authorize(&forged).await;
+    assert_eq!(r.status, 403);
+    assert!(r.location.is_none());
+    let mut no_csrf = page.fields();
+    no_csrf.remove("csrf");
+    no_csrf.insert("connect_code".into(), connect.clone());
+    no_csrf.insert("decision".into(), "approve".into());
+    assert_eq!(app.post_authorize(&no_csrf).await.status, 403);
+    // The right code, typed loosely, once.
+    let loose = connect.to_uppercase().replace('-', " ");
+    let ok = app.consent(&loose, "approve").await;
+    assert_eq!(ok.status, 303, "{}", ok.body);
+    let q = ok.query();
+    assert!(q["code"].starts_with("crac_"));
+    assert_eq!(q["state"], "st4te");
+    assert_eq!(q["iss"], s.url);
+    let again = app.consent(&connect, "approve").await;
+    assert_eq!(again.status, 400);
+    assert!(again.body.contains("wrong, used or expired"));
+}
+
+/// Wrong connect codes count in the failed-auth throttle: past the limit the
+/// address gets `429`, even with a right code.
+#[tokio::test]
+async fn wrong_connect_codes_are_throttled() {
+    let s = TestServer::start_with(|c| c.auth_fail_limit = 3).await;
+    let app = App::register(&s).await;
+    let connect = connect_code(&s, grant("tablet", "lobby")).await;
+    for _ in 0..3 {
+        assert_eq!(
+            app.consent("crc-0000-0000-0000", "approve").await.status,
+            400
+        );
+    }
+    let blocked = app.consent(&connect, "approve").await;
+    assert_eq!(blocked.status, 429);
+    assert!(blocked.location.is_none());
+}
+
+/// The token endpoint refuses a wrong or missing PKCE verifier, another
+/// client, another redirect URI, a foreign resource, unknown grant types and
+/// clients; a replayed authorization code revokes the tokens it gave.
+#[tokio::test]
+async fn token_endpoint_refusals() {
+    let s = TestServer::start().await;
+    let app = App::register(&s).await;
+    let other = App::register(&s).await;
+    let post = |form: Vec<(&'static str, String)>| {
+        let app = &app;
+        async move {
+            let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            app.token(&pairs).await
+        }
+    };
+    let err = |v: &Value| v["error"].as_str().unwrap_or("").to_owned();
+    // Each refusal spends a fresh code where it needs one.
+    let code = app
+        .code(&connect_code(&s, grant("a1", "lobby")).await)
+        .await;
+    let (st, v) = post(vec![
+        ("grant_type", "authorization_code".into()),
+        ("code", code.clone()),
+        ("client_id", app.client_id.clone()),
+        ("redirect_uri", REDIRECT.into()),
+        ("code_verifier", format!("w{}", "x".repeat(50))),
+    ])
+    .await;
+    assert_eq!(
+        (st, err(&v)),
+        (400, "invalid_grant".into()),
+        "wrong verifier"
+    );
+    let code = app
+        .code(&connect_code(&s, grant("a2", "lobby")).await)
+        .await;
+    let (st, v) = post(vec![
+        ("grant_type", "authorization_code".into()),
+        ("code", code),
+        ("client_id", app.client_id.clone()),
+        ("redirect_uri", REDIRECT.into()),
+    ])
+    .await;
+    assert_eq!(
+        (st, err(&v)),
+        (400, "invalid_request".into()),
+        "no verifier"
+    );
+    let code = app
+        .code(&connect_code(&s, grant("a3", "lobby")).await)
+        .await;
+    let (st, v) = other.exchange(&code).await;
+    assert_eq!(
+        (st, err(&v)),
+        (400, "invalid_grant".into()),
+        "another client"
+    );
+    let code = app
+        .code(&connect_code(&s, grant("a4", "lobby")).await)
+        .await;
+    let (st, v) = post(vec![
+        ("grant_type", "authorization_code".into()),
+        ("code", code),
+        ("client_id", app.client_id.clone()),
+        ("redirect_uri", "http://127.0.0.1:1/other".into()),
+        ("code_verifier", app.verifier.clone()),
+    ])
+    .await;
+    assert_eq!(
+        (st, err(&v)),
+        (400, "invalid_grant".into()),
+        "another redirect"
+    );
+    let code = app
+        .code(&connect_code(&s, grant("a5", "lobby")).await)
+        .await;
+    let (st, v) = post(vec![
+        ("grant_type", "authorization_code".into()),
+        ("code", code),
+        ("client_id", app.client_id.clone()),
+        ("redirect_uri", REDIRECT.into()),
+        ("code_verifier", app.verifier.clone()),
+        ("resource", "https://elsewhere.example/mcp".into()),
+    ])
+    .await;
+    assert_eq!(
+        (st, err(&v)),
+        (400, "invalid_target".into()),
+        "foreign resource"
+    );
+    for (form, status, error) in [
+        (
+            vec![
+                ("grant_type", "password".to_owned()),
+                ("client_id", app.client_id.clone()),
+            ],
+            400,
+            "unsupported_grant_type",
+        ),
+        (
+            vec![("client_id", app.client_id.clone())],
+            400,
+            "invalid_request",
+        ),
+        (
+            vec![
+                ("grant_type", "authorization_code".to_owned()),
+                ("code", "crac_x".into()),
+                ("client_id", "crcl_forgotten".into()),
+            ],
+            401,
+            "invalid_client",
+        ),
+        (
+            vec![
+                ("grant_type", "refresh_token".to_owned()),
+                ("refresh_token", "crr_x".into()),
+            ],
+            401,
+            "invalid_client",
+        ),
+        (
+            vec![
+                ("grant_type", "authorization_code".to_owned()),
+                ("code", "nonsense".into()),
+                ("client_id", app.client_id.clone()),
+                ("code_verifier", app.verifier.clone()),
+            ],
+            400,
+            "invalid_grant",
+        ),
+    ] {
+        let (st, v) = post(form.clone()).await;
+        assert_eq!((st, err(&v)), (status, error.into()), "{form:?}");
+    }
+    // Not a form at all.
+    let r = reqwest::Client::new()
+        .post(format!("{}/oauth/token", s.url))
+        .json(&json!({"grant_type": "authorization_code"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "invalid_request");
+    // A replayed code: refused, and the tokens it gave stop working.
+    let code = app
+        .code(&connect_code(&s, grant("a6", "lobby")).await)
+        .await;
+    let (st, tokens) = app.exchange(&code).await;
+    assert_eq!(st, 200);
+    let mcp = s.mcp(tokens["access_token"].as_str().unwrap());
+    assert_eq!(mcp.call("whoami", json!({})).await["agent"], "a6");
+    let (st, v) = app.exchange(&code).await;
+    assert_eq!(
+        (st, err(&v)),
+        (400, "invalid_grant".into()),
+        "replayed code"
+    );
+    let (st, _) = mcp
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(st, 401, "a replayed code revokes its grant");
+}
+
+/// Refresh tokens rotate; presenting a spent one revokes the whole grant.
+#[tokio::test]
+async fn refresh_tokens_rotate_and_reuse_revokes_the_grant() {
+    let s = TestServer::start().await;
+    let app = App::register(&s).await;
+    let first = app
+        .sign_in(&connect_code(&s, grant("phone", "lobby")).await)
+        .await;
+    let r1 = first["refresh_token"].as_str().unwrap();
+    let (st, second) = app.refresh(r1).await;
+    assert_eq!(st, 200, "{second}");
+    assert_eq!(second["token_type"], "Bearer");
+    let r2 = second["refresh_token"].as_str().unwrap();
+    assert_ne!(r1, r2);
+    let a2 = s.mcp(second["access_token"].as_str().unwrap());
+    assert_eq!(a2.call("whoami", json!({})).await["agent"], "phone");
+    // The other client may not use this grant's refresh token.
+    let other = App::register(&s).await;
+    assert_eq!(other.refresh(r2).await.1["error"], "invalid_grant");
+    // The spent r1 comes back: a leak. The grant goes, r2 and a2 with it.
+    let (st, v) = app.refresh(r1).await;
+    assert_eq!((st, v["error"].as_str().unwrap()), (400, "invalid_grant"));
+    assert_eq!(app.refresh(r2).await.1["error"], "invalid_grant");
+    let (st, _) = a2
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(st, 401);
+}
+
+/// An OAuth access token works on `/mcp` and `/v1` with the agent, rooms
+/// and flags of its connect code: read-only stays read-only, rooms outside
+/// the grant are forbidden.
+#[tokio::test]
+async fn grants_carry_the_connect_codes_rooms_and_flags() {
+    let s = TestServer::start().await;
+    s.room("other").await;
+    let app = App::register(&s).await;
+    let watcher = app
+        .sign_in(
+            &connect_code(
+                &s,
+                Grant {
+                    readonly: true,
+                    also_rooms: vec!["side".into()],
+                    ..grant("watcher", "lobby")
+                },
+            )
+            .await,
+        )
+        .await;
+    let token = watcher["access_token"].as_str().unwrap();
+    let mcp = s.mcp(token);
+    let me = mcp.call("whoami", json!({})).await;
+    assert_eq!(me["agent"], "watcher");
+    assert_eq!(me["readonly"], true);
+    assert_eq!(me["rooms"], json!(["lobby", "side"]));
+    assert_eq!(
+        mcp.refused("post_message", json!({"body": "hi"})).await,
+        "read_only"
+    );
+    mcp.call("read_messages", json!({"room": "side"})).await;
+    assert_eq!(
+        mcp.refused("read_messages", json!({"room": "other"})).await,
+        "forbidden"
+    );
+    let r = reqwest::Client::new()
+        .get(format!("{}/v1/rooms", s.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["agent"], "watcher");
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/messages", s.url))
+        .bearer_auth(token)
+        .json(&json!({"body": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+}
+
+/// Revocation: the RFC 7009 endpoint and `admin revoke --agent` end a grant
+/// at once; `list-tokens` shows grants with their app's name; an expired
+/// access token is refused.
+#[tokio::test]
+async fn revocation_listing_and_expiry() {
+    let s = TestServer::start().await;
+    let app = App::register(&s).await;
+    // The endpoint.
+    let t = app
+        .sign_in(&connect_code(&s, grant("phone", "lobby")).await)
+        .await;
+    let mcp = s.mcp(t["access_token"].as_str().unwrap());
+    mcp.call("whoami", json!({})).await;
+    let r = app
+        .http
+        .post(format!("{}/oauth/revoke", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(encode(
+            [
+                ("token", t["refresh_token"].as_str().unwrap()),
+                ("client_id", app.client_id.as_str()),
+            ]
+            .into_iter(),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (st, _) = mcp
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(st, 401, "revoking the refresh token ends the grant");
+    // An unknown token is fine (RFC 7009 §2.2); no token is not.
+    let r = app
+        .http
+        .post(format!("{}/oauth/revoke", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(encode(
+            [
+                ("token", "crr_unknown"),
+                ("client_id", app.client_id.as_str()),
+            ]
+            .into_iter(),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = app
+        .http
+        .post(format!("{}/oauth/revoke", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(encode([("client_id", app.client_id.as_str())].into_iter()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    // `admin revoke --agent` and `list-tokens`.
+    let t = app
+        .sign_in(&connect_code(&s, grant("laptop", "lobby")).await)
+        .await;
+    let mcp = s.mcp(t["access_token"].as_str().unwrap());
+    mcp.call("whoami", json!({})).await;
+    let env = s.cli_env();
+    let (code, out, _) = run_cli(&["admin", "list-tokens"], &env).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("laptop") && out.contains("\"Test app\""),
+        "{out}"
+    );
+    let (code, out, err) = run_cli(&["admin", "revoke", "--agent", "laptop"], &env).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (st, _) = mcp
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(st, 401, "admin revoke ends the grant at once");
+    assert_eq!(
+        app.refresh(t["refresh_token"].as_str().unwrap()).await.1["error"],
+        "invalid_grant"
+    );
+    let (_, out, _) = run_cli(&["admin", "list-tokens", "--json"], &env).await;
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let laptop = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["agent"] == "laptop")
+        .unwrap();
+    assert_eq!(laptop["kind"], "oauth");
+    assert_eq!(laptop["client_name"], "Test app");
+    assert!(laptop["revoked_ts"].is_string());
+    // Expiry.
+    let t = app
+        .sign_in(&connect_code(&s, grant("tv", "lobby")).await)
+        .await;
+    let mcp = s.mcp(t["access_token"].as_str().unwrap());
+    mcp.call("whoami", json!({})).await;
+    let n = s
+        .exec_sql(
+            "UPDATE oauth_tokens SET expires_ts = $1 WHERE kind = 'access'",
+            chatroom::clock::now_ms() - 1,
+        )
+        .await;
+    assert!(n >= 1);
+    let (st, _) = mcp
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(st, 401, "an expired access token is refused");
+}
+
+/// `chatroom admin connect` prints a `crc-` code alone on a line (or JSON),
+/// refuses bad arguments, and the code signs an app in.
+#[tokio::test]
+async fn admin_connect_mints_codes() {
+    let s = TestServer::start().await;
+    s.room("lobby").await;
+    let env = s.cli_env();
+    let (code, out, err) = run_cli(
+        &[
+            "admin", "connect", "--agent", "phone", "--room", "lobby", "--lead",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let line = out.trim();
+    assert!(line.starts_with("crc-") && !line.contains(' '), "{out}");
+    let (code, out, _) = run_cli(
+        &[
+            "admin",
+            "connect",
+            "--agent",
+            "phone2",
+            "--room",
+            "lobby",
+            "--ttl-minutes",
+            "5",
+            "--json",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["code"].as_str().unwrap().starts_with("crc-"));
+    assert_eq!(v["agent"], "phone2");
+    assert_eq!(v["ttl_minutes"], 5);
+    for args in [
+        vec!["admin", "connect", "--agent", "x", "--room", "nope"],
+        vec![
+            "admin",
+            "connect",
+            "--agent",
+            "x",
+            "--room",
+            "lobby",
+            "--ttl-minutes",
+            "0",
+        ],
+        vec!["admin", "connect", "--agent", "bad name", "--room", "lobby"],
+    ] {
+        let (code, _, err) = run_cli(&args, &env).await;
+        assert_ne!(code, 0, "{args:?}");
+        assert!(!err.trim().is_empty());
+    }
+    let app = App::register(&s).await;
+    let t = app.sign_in(line).await;
+    let me = s
+        .mcp(t["access_token"].as_str().unwrap())
+        .call("whoami", json!({}))
+        .await;
+    assert_eq!(me["agent"], "phone");
+    assert_eq!(me["lead"], true);
+    // An expired code is refused like a wrong one.
+    let (_, out, _) = run_cli(
+        &["admin", "connect", "--agent", "late", "--room", "lobby"],
+        &env,
+    )
+    .await;
+    s.exec_sql("UPDATE oauth_connect_codes SET expires_ts = $1", 0)
+        .await;
+    let a = app.consent(out.trim(), "approve").await;
+    assert_eq!(a.status, 400);
+}
+
+/// A client ID metadata document is fetched only from public addresses:
+/// URLs on loopback (by name or literal) get the error page, never a fetch.
+#[tokio::test]
+async fn metadata_documents_on_private_addresses_are_refused() {
+    let s = TestServer::start().await;
+    let app = App::register(&s).await;
+    for client_id in [
+        format!("https://localhost:{}/client.json", s.addr.port()),
+        format!("https://127.0.0.1:{}/client.json", s.addr.port()),
+        "https://10.0.0.1/client.json".to_owned(),
+        "https://[::1]/client.json".to_owned(),
+    ] {
+        let mut params = app.authorize_params();
+        params.retain(|(k, _)| k != "client_id");
+        params.push(("client_id".into(), client_id.clone()));
+        let a = app.get_authorize(&params).await;
+        assert_eq!(a.status, 400, "{client_id}");
+        assert!(a.location.is_none());
+        assert!(
+            a.body.contains("not on a public address"),
+            "{client_id}: {}",
+            a.body
+        );
+    }
+    let mut params = app.authorize_params();
+    params.retain(|(k, _)| k != "client_id");
+    params.push((
+        "client_id".into(),
+        format!("http://127.0.0.1:{}/c.json", s.addr.port()),
+    ));
+    let a = app.get_authorize(&params).await;
+    assert_eq!(a.status, 400);
+    assert!(a.location.is_none());
+}
+
+/// The consent page comes from one server and is answered through another
+/// on the same database (PostgreSQL replicas when given), the code is
+/// exchanged through the second and the token used through the first.
+#[tokio::test]
+async fn a_sign_in_spans_replicas() {
+    let a = TestServer::start().await;
+    let b = TestServer::on_database(&a.db_url).await;
+    let app_a = App::register(&a).await;
+    let connect = connect_code(&a, grant("phone", "lobby")).await;
+    let page = app_a.get_authorize(&app_a.authorize_params()).await;
+    assert_eq!(page.status, 200);
+    let mut form = page.fields();
+    form.insert("connect_code".into(), connect);
+    form.insert("decision".into(), "approve".into());
+    // Both answer to one name, as replicas behind a load balancer do.
+    let app_b = App {
+        base: b.url.clone(),
+        host: Some(a.addr.to_string()),
+        ..app_a
+    };
+    let answer = app_b.post_authorize(&form).await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let code = answer.query()["code"].clone();
+    let (st, tokens) = app_b.exchange(&code).await;
+    assert_eq!(st, 200, "{tokens}");
+    let me = a
+        .mcp(tokens["access_token"].as_str().unwrap())
+        .call("whoami", json!({}))
+        .await;
+    assert_eq!(me["agent"], "phone");
 }
