@@ -1188,3 +1188,84 @@ async fn a_sign_in_spans_replicas() {
         .await;
     assert_eq!(me["agent"], "phone");
 }
+
+/// rmcp's client-side OAuth (the Rust SDK) discovers, registers, signs in
+/// through the consent page answered over HTTP, refreshes, and calls tools
+/// through its authorized transport.
+#[tokio::test]
+async fn rmcp_oauth_client_does_the_whole_dance() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::auth::{AuthClient, AuthorizationRequest, OAuthState};
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let s = TestServer::start().await;
+    let connect = connect_code(
+        &s,
+        Grant {
+            lead: true,
+            ..grant("rusty", "lobby")
+        },
+    )
+    .await;
+    let mcp_url = format!("{}/mcp", s.url);
+    let mut state = OAuthState::new(&mcp_url, None).await.expect("oauth state");
+    state
+        .start_authorization(
+            AuthorizationRequest::new(REDIRECT)
+                .with_client_name("rmcp test app")
+                .with_initial_scope_selection(),
+        )
+        .await
+        .expect("discover and register");
+    let url = state
+        .get_authorization_url()
+        .await
+        .expect("authorization URL");
+    // The browser: open the page, type the code, approve.
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = answer(browser.get(&url).send().await.unwrap()).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("rmcp test app"));
+    let mut form = page.fields();
+    form.insert("connect_code".into(), connect);
+    form.insert("decision".into(), "approve".into());
+    let approved = answer(
+        browser
+            .post(format!("{}/oauth/authorize", s.url))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(encode(form.iter().map(|(k, v)| (k.as_str(), v.as_str()))))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(approved.status, 303, "{}", approved.body);
+    state
+        .handle_callback_url(approved.location.as_deref().unwrap())
+        .await
+        .expect("exchange the code");
+    let manager = state.into_authorization_manager().expect("authorized");
+    let first = manager.get_access_token().await.unwrap();
+    manager.refresh_token().await.expect("refresh");
+    let second = manager.get_access_token().await.unwrap();
+    assert_ne!(first, second, "a refresh issues a new access token");
+    let transport = StreamableHttpClientTransport::with_client(
+        AuthClient::new(reqwest::Client::default(), manager),
+        StreamableHttpClientTransportConfig::with_uri(mcp_url),
+    );
+    let client = ().serve(transport).await.expect("initialize");
+    let params = rmcp::model::CallToolRequestParams::new("whoami");
+    let me = client
+        .call_tool(params)
+        .await
+        .unwrap()
+        .structured_content
+        .unwrap();
+    assert_eq!(me["agent"], "rusty");
+    assert_eq!(me["lead"], true);
+    client.cancel().await.unwrap();
+}
