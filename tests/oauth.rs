@@ -1269,3 +1269,101 @@ async fn rmcp_oauth_client_does_the_whole_dance() {
     assert_eq!(me["lead"], true);
     client.cancel().await.unwrap();
 }
+
+/// A writer into a shared buffer, for capturing the server's log.
+#[derive(Clone, Default)]
+struct LogBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// No connect code, authorization code, token or client secret reaches the
+/// log, at any level, through a whole sign-in with its refusals.
+#[tokio::test]
+async fn no_secret_in_the_log() {
+    let log = LogBuffer::default();
+    let writer = log.clone();
+    let _ = tracing::subscriber::set_global_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let s = TestServer::start().await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let reg: Value = http
+        .post(format!("{}/oauth/register", s.url))
+        .json(&json!({"client_name": "Logged app", "redirect_uris": [REDIRECT]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let secret = reg["client_secret"].as_str().unwrap().to_owned();
+    let (verifier, challenge) = pkce();
+    let app = App {
+        http,
+        base: s.url.clone(),
+        client_id: reg["client_id"].as_str().unwrap().to_owned(),
+        verifier,
+        challenge,
+        host: None,
+    };
+    let connect = connect_code(&s, grant("phone", "lobby")).await;
+    app.consent("crc-0000-0000-0000", "approve").await;
+    let code = app.code(&connect).await;
+    let basic =
+        base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", app.client_id, secret));
+    let token = |form: &[(&str, &str)]| {
+        let request = app
+            .post("/oauth/token")
+            .header("authorization", format!("Basic {basic}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(encode(form.iter().copied()));
+        async move {
+            let v: Value = request.send().await.unwrap().json().await.unwrap();
+            v
+        }
+    };
+    let exchange = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", REDIRECT),
+        ("code_verifier", app.verifier.as_str()),
+    ];
+    let first = token(&exchange).await;
+    let access = first["access_token"].as_str().expect("tokens").to_owned();
+    let refresh = first["refresh_token"].as_str().unwrap().to_owned();
+    s.mcp(&access).call("whoami", json!({})).await;
+    let second = token(&[("grant_type", "refresh_token"), ("refresh_token", &refresh)]).await;
+    let refresh2 = second["refresh_token"].as_str().unwrap().to_owned();
+    // Refusals that carry the secrets: a replayed code and refresh token,
+    // a dead access token.
+    token(&[("grant_type", "refresh_token"), ("refresh_token", &refresh)]).await;
+    token(&exchange).await;
+    s.mcp(&access)
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    s.stop().await;
+    let text = String::from_utf8_lossy(&log.0.lock().unwrap()).into_owned();
+    assert!(
+        text.contains("an app was connected"),
+        "the log was captured"
+    );
+    assert!(text.contains("spent refresh token"), "the reuse was logged");
+    for secret in [&connect, &code, &access, &refresh, &refresh2, &secret] {
+        assert!(!text.contains(secret.as_str()), "a secret is in the log");
+    }
+}
