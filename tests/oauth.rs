@@ -61,6 +61,7 @@ struct App {
     challenge: String,
     /// The `Host` to send (a replica behind the same name as another).
     host: Option<String>,
+    redirect: String,
 }
 
 /// What the authorization endpoint answered.
@@ -111,13 +112,18 @@ fn html_unescape(s: &str) -> String {
 impl App {
     /// Registers a public client with `REDIRECT`.
     async fn register(s: &TestServer) -> App {
+        App::register_with(s, REDIRECT).await
+    }
+
+    /// Registers a public client with `redirect`.
+    async fn register_with(s: &TestServer, redirect: &str) -> App {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap();
         let r = http
             .post(format!("{}/oauth/register", s.url))
-            .json(&json!({"client_name": "Test app", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"}))
+            .json(&json!({"client_name": "Test app", "redirect_uris": [redirect], "token_endpoint_auth_method": "none"}))
             .send()
             .await
             .unwrap();
@@ -131,6 +137,7 @@ impl App {
             verifier,
             challenge,
             host: None,
+            redirect: redirect.to_owned(),
         }
     }
 
@@ -146,7 +153,7 @@ impl App {
         [
             ("response_type", "code"),
             ("client_id", self.client_id.as_str()),
-            ("redirect_uri", REDIRECT),
+            ("redirect_uri", self.redirect.as_str()),
             ("state", "st4te"),
             ("code_challenge", self.challenge.as_str()),
             ("code_challenge_method", "S256"),
@@ -216,7 +223,7 @@ impl App {
             ("grant_type", "authorization_code"),
             ("code", code),
             ("client_id", &self.client_id),
-            ("redirect_uri", REDIRECT),
+            ("redirect_uri", &self.redirect),
             ("code_verifier", &self.verifier),
         ])
         .await
@@ -1320,6 +1327,7 @@ async fn no_secret_in_the_log() {
         verifier,
         challenge,
         host: None,
+        redirect: REDIRECT.to_owned(),
     };
     let connect = connect_code(&s, grant("phone", "lobby")).await;
     app.consent("crc-0000-0000-0000", "approve").await;
@@ -1366,4 +1374,193 @@ async fn no_secret_in_the_log() {
     for secret in [&connect, &code, &access, &refresh, &refresh2, &secret] {
         assert!(!text.contains(secret.as_str()), "a secret is in the log");
     }
+}
+
+/// The console's "Connect an app" mints a connect code for a whole-server
+/// admin only, with the `/mcp` URL and steps, and the code signs an app in.
+#[tokio::test]
+async fn console_connect_an_app() {
+    let s = TestServer::start_with(|c| c.admin_api = true).await;
+    s.room("lobby").await;
+    let admin = s
+        .token_with(Grant {
+            admin: true,
+            all_rooms: true,
+            ..grant("owner", "lobby")
+        })
+        .await;
+    let plain = s.token("bob", "lobby").await;
+    let http = reqwest::Client::new();
+    let body = json!({"agent": "phone", "room": "lobby", "readonly": true, "ttl_minutes": 30});
+    let r = http
+        .post(format!("{}/v1/admin/connect", s.url))
+        .bearer_auth(&plain)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = http
+        .post(format!("{}/v1/admin/connect", s.url))
+        .bearer_auth(&admin)
+        .json(&json!({"agent": "phone", "room": "nope"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = http
+        .post(format!("{}/v1/admin/connect", s.url))
+        .bearer_auth(&admin)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    let code = v["code"].as_str().unwrap();
+    assert!(code.starts_with("crc-"));
+    assert_eq!(v["ttl_minutes"], 30);
+    assert_eq!(v["mcp_url"]["lan"], format!("{}/mcp", s.url));
+    assert!(
+        v["steps"]["claude_ai"]
+            .as_str()
+            .unwrap()
+            .contains("Add custom connector")
+    );
+    assert!(
+        v["steps"]["claude_code"]
+            .as_str()
+            .unwrap()
+            .starts_with("claude mcp add --transport http")
+    );
+    let app = App::register(&s).await;
+    let t = app.sign_in(code).await;
+    let me = s
+        .mcp(t["access_token"].as_str().unwrap())
+        .call("whoami", json!({}))
+        .await;
+    assert_eq!(
+        (me["agent"].as_str(), me["readonly"].as_bool()),
+        (Some("phone"), Some(true))
+    );
+    // The admin log names the mint, never the code.
+    let state: Value = http
+        .get(format!("{}/v1/admin/state", s.url))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let log = state.to_string();
+    assert!(log.contains("oauth.connect"), "{log:.500}");
+    assert!(!log.contains(code));
+}
+
+/// One sign-in in real Chromium, at a phone's width: the consent page shows
+/// the app and where it returns, says so when a code is wrong, and with the
+/// right code sends the browser back to the app with a code that exchanges.
+#[tokio::test]
+async fn consent_page_in_a_real_browser() {
+    let Ok(node_modules) = std::env::var("CHATROOM_TEST_NODE_MODULES") else {
+        panic!(
+            "CHATROOM_TEST_NODE_MODULES is not set: it must name the node_modules folder holding \
+             playwright-core (.ci/run installs it and sets the variable)"
+        );
+    };
+    let s = TestServer::start().await;
+    // The app's end of the redirect: a listener that answers anything.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let redirect = format!("http://{}/callback", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 15\r\nconnection: close\r\n\r\nback in the app")
+                    .await;
+            });
+        }
+    });
+    let app = App::register_with(&s, &redirect).await;
+    let connect = connect_code(&s, grant("phone", "lobby")).await;
+    let auth_url = format!(
+        "{}/oauth/authorize?{}",
+        s.url,
+        encode(
+            app.authorize_params()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+        )
+    );
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    std::fs::create_dir_all(&target).unwrap();
+    let shot = target.join("oauth-consent.png");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser/oauth.mjs");
+    let out = tokio::process::Command::new("node")
+        .arg(script)
+        .env("NODE_PATH", &node_modules)
+        .env("CHATROOM_AUTH_URL", &auth_url)
+        .env("CHATROOM_CONNECT_CODE", &connect)
+        .env("CHATROOM_REDIRECT", &redirect)
+        .env("CHATROOM_SHOT", &shot)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run node (is Node.js installed?)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| {
+            panic!(
+                "driver failed:\n{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let v: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["clientName"], "Test app");
+    assert_eq!(
+        v["returnHost"].as_str().unwrap(),
+        redirect
+            .trim_start_matches("http://")
+            .trim_end_matches("/callback")
+    );
+    assert_eq!(v["overflow"], false, "no sideways scroll on a phone");
+    assert_ne!(
+        v["styled"], "rgba(0, 0, 0, 0)",
+        "the stylesheet loaded: {v}"
+    );
+    assert!(
+        v["wrong"]
+            .as_str()
+            .unwrap()
+            .contains("wrong, used or expired")
+    );
+    // The page with the wrong-code message is itself a `400`, which Chromium
+    // reports; nothing else may go wrong.
+    let problems: Vec<&Value> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| !p.as_str().unwrap().contains("status of 400"))
+        .collect();
+    assert!(problems.is_empty(), "{v}");
+    let callback = reqwest::Url::parse(v["callback"].as_str().unwrap()).unwrap();
+    let q: HashMap<String, String> = callback.query_pairs().into_owned().collect();
+    assert_eq!(q["state"], "st4te");
+    assert_eq!(q["iss"], s.url);
+    let (st, tokens) = app.exchange(&q["code"]).await;
+    assert_eq!(st, 200, "{tokens}");
+    let me = s
+        .mcp(tokens["access_token"].as_str().unwrap())
+        .call("whoami", json!({}))
+        .await;
+    assert_eq!(me["agent"], "phone");
+    assert!(shot.exists());
 }

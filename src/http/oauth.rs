@@ -40,7 +40,7 @@ use crate::server::AppState;
 const CONSENT_CSS: &str = include_str!("../../templates/oauth/consent.css");
 /// The policy of the consent and error pages: our own stylesheet, nothing
 /// else; never framed (clickjacking a consent button is the classic attack).
-const PAGE_CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; \
+const PAGE_CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; \
 frame-ancestors 'none'";
 /// Registrations one address may make per hour.
 const REGISTRATIONS_PER_HOUR: u32 = 30;
