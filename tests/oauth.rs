@@ -1564,3 +1564,112 @@ async fn consent_page_in_a_real_browser() {
     assert_eq!(me["agent"], "phone");
     assert!(shot.exists());
 }
+
+/// The MCP conformance suite's authorization-server scenarios
+/// (`authorization-server-metadata-endpoint`, `authorization-code-grant`)
+/// against the server, the consent page answered as a browser would: every
+/// check passes. (The suite's `auth/*` scenarios test clients, not servers.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_authorization_server_scenarios_pass() {
+    use tokio::io::AsyncBufReadExt;
+    let node = std::env::var("CHATROOM_TEST_NODE22")
+        .expect("CHATROOM_TEST_NODE22 names Node 22 (.ci/run installs it)");
+    let suite = std::env::var("CHATROOM_TEST_CONFORMANCE")
+        .expect("CHATROOM_TEST_CONFORMANCE names the conformance suite (.ci/run installs it)");
+    let s = TestServer::start().await;
+    let connect = connect_code(&s, grant("conformance", "lobby")).await;
+    let port = common::free_port();
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let app = App::register_with(&s, &redirect).await;
+    let out = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(&node)
+        .arg(&suite)
+        .args([
+            "authorization",
+            "--url",
+            &s.url,
+            "--client-id",
+            &app.client_id,
+        ])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--resource",
+            &format!("{}/mcp", s.url),
+        ])
+        .arg("-o")
+        .arg(out.path())
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run the conformance suite");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = String::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        printed.push_str(&line);
+        printed.push('\n');
+        let line = line.trim();
+        if line.starts_with(&format!("{}/oauth/authorize?", s.url)) {
+            // The person at the browser: open the page, type the code, approve,
+            // and follow the redirect to the suite's callback.
+            let page = answer(app.http.get(line).send().await.unwrap()).await;
+            assert_eq!(page.status, 200, "{}", page.body);
+            let mut form = page.fields();
+            form.insert("connect_code".into(), connect.clone());
+            form.insert("decision".into(), "approve".into());
+            let approved = app.post_authorize(&form).await;
+            assert_eq!(approved.status, 303, "{}", approved.body);
+            app.http
+                .get(approved.location.unwrap())
+                .send()
+                .await
+                .expect("the suite's callback answers");
+        }
+    }
+    let status = child.wait().await.unwrap();
+    let mut checks = Vec::new();
+    let mut dirs = vec![out.path().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.file_name().is_some_and(|n| n == "checks.json") {
+                let v: Value =
+                    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+                checks.extend(v.as_array().cloned().unwrap_or_default());
+            }
+        }
+    }
+    let summary: Vec<String> = checks
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c["id"].as_str().unwrap_or("?"),
+                c["status"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    println!("authorization-server conformance: {summary:?}");
+    for id in [
+        "authorization-server-metadata",
+        "authorization-server-metadata-cimd",
+        "authorization-code-grant",
+    ] {
+        assert!(
+            checks
+                .iter()
+                .any(|c| c["id"] == id && c["status"] == "SUCCESS"),
+            "{id} did not pass: {summary:?}\n{printed}"
+        );
+    }
+    let failed: Vec<&String> = summary.iter().filter(|s| !s.ends_with("SUCCESS")).collect();
+    assert!(failed.is_empty(), "{failed:?}\n{printed}");
+    assert!(
+        status.success(),
+        "the suite exited with {status}:\n{printed}"
+    );
+}
