@@ -717,19 +717,31 @@ async fn issue(
     })
 }
 
+/// What an `authorization_code` token request presents.
+#[derive(Debug, Clone, Copy)]
+pub struct CodeExchange<'a> {
+    pub code: &'a str,
+    pub redirect_uri: Option<&'a str>,
+    pub verifier: Option<&'a str>,
+    pub resource: Option<&'a str>,
+}
+
 /// The `authorization_code` grant: one use, unexpired, the same client and
 /// redirect URI, the PKCE verifier, and the same resource when one is named.
 /// A replayed code revokes the grant it created (RFC 6749 §4.1.2).
 pub async fn exchange_code(
     store: &dyn Store,
     client: &ClientInfo,
-    code: &str,
-    redirect_uri: Option<&str>,
-    verifier: Option<&str>,
-    resource: Option<&str>,
+    asked: CodeExchange<'_>,
     our_resource: &str,
     life: Lifetimes,
 ) -> std::result::Result<TokenResponse, OAuthError> {
+    let CodeExchange {
+        code,
+        redirect_uri,
+        verifier,
+        resource,
+    } = asked;
     let verifier = verifier
         .ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE S256)"))?;
     if let Some(r) = resource

@@ -932,17 +932,13 @@ async fn token(
                 let code = params
                     .get("code")
                     .ok_or_else(|| OAuthError::invalid_request("code is required"))?;
-                oauth::exchange_code(
-                    store,
-                    &client,
+                let asked = oauth::CodeExchange {
                     code,
-                    params.get("redirect_uri"),
-                    params.get("code_verifier"),
-                    params.get("resource"),
-                    &ours,
-                    life,
-                )
-                .await
+                    redirect_uri: params.get("redirect_uri"),
+                    verifier: params.get("code_verifier"),
+                    resource: params.get("resource"),
+                };
+                oauth::exchange_code(store, &client, asked, &ours, life).await
             }
             Some("refresh_token") => {
                 let raw = params

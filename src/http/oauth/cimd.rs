@@ -114,10 +114,13 @@ struct Document {
     redirect_uris: Vec<String>,
 }
 
+/// A fetched document (or why it was refused) and when.
+type Cached = (Instant, Result<ClientInfo, String>);
+
 /// Fetches and caches client ID metadata documents.
 pub struct Fetcher {
     http: reqwest::Client,
-    cache: Mutex<HashMap<String, (Instant, Result<ClientInfo, String>)>>,
+    cache: Mutex<HashMap<String, Cached>>,
 }
 
 impl Fetcher {
