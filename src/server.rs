@@ -509,7 +509,7 @@ fn spawn_background(
             loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
-                    _ = tick.tick() => match core.store.prune(crate::clock::now_ms()).await {
+                    _ = tick.tick() => match crate::domain::oauth::prune_then(core.store.as_ref(), core.store.prune(crate::clock::now_ms()).await).await {
                         Ok(n) if n != Default::default() => tracing::info!(messages = n.messages, events = n.events, files = n.files, "pruned"),
                         Ok(_) => {}
                         Err(e) => e.log_if_internal(),

@@ -1035,6 +1035,15 @@ async fn revocation_listing_and_expiry() {
     assert_eq!(laptop["kind"], "oauth");
     assert_eq!(laptop["client_name"], "Test app");
     assert!(laptop["revoked_ts"].is_string());
+    // `purge-tokens` forgets revoked grants with revoked tokens.
+    let (code, out, err) = run_cli(
+        &["admin", "purge-tokens", "--older-than-days", "0", "--yes"],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, out, _) = run_cli(&["admin", "list-tokens", "--json"], &env).await;
+    assert!(!out.contains("laptop"), "{out}");
     // Expiry.
     let t = app
         .sign_in(&connect_code(&s, grant("tv", "lobby")).await)
@@ -1453,6 +1462,9 @@ async fn console_connect_an_app() {
         .json()
         .await
         .unwrap();
+    assert_eq!(state["oauth"]["enabled"], true);
+    assert_eq!(state["oauth"]["grants"][0]["agent"], "phone");
+    assert_eq!(state["oauth"]["grants"][0]["client_name"], "Test app");
     let log = state.to_string();
     assert!(log.contains("oauth.connect"), "{log:.500}");
     assert!(!log.contains(code));

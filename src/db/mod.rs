@@ -405,6 +405,8 @@ pub trait Store: Send + Sync + 'static {
     /// Revokes every grant of `agent`; returns how many.
     async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64>;
     async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>>;
+    /// Deletes grants revoked before `revoked_before` (with their tokens).
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64>;
     /// The server key `name`, stored as `fresh` if there was none yet (every
     /// replica gets the same one).
     async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String>;

@@ -1573,6 +1573,9 @@ impl Store for PostgresStore {
     async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
         self.oauth_list_grants_impl().await
     }
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
+        self.oauth_purge_grants_impl(revoked_before).await
+    }
     async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
         self.oauth_key_impl(name, fresh).await
     }

@@ -897,6 +897,16 @@ pub async fn access_by_hash(store: &dyn Store, token_hash: &str) -> Result<Optio
         .map(|(_, g)| Caller::from(g)))
 }
 
+/// Forgets expired OAuth state (unused registrations, spent codes, expired
+/// tokens) after the retention sweep, passing the sweep's result on: the
+/// background prune calls it so nothing depends on a registration coming.
+pub async fn prune_then<T>(store: &dyn Store, sweep: Result<T>) -> Result<T> {
+    if let Err(e) = store.oauth_prune(now_ms()).await {
+        e.log_if_internal();
+    }
+    sweep
+}
+
 /// Whether two resource URLs name the same resource (a trailing slash aside).
 pub fn same_resource(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')

@@ -96,5 +96,6 @@ pub async fn purge(store: &dyn Store, days: i64) -> Result<u64> {
     if !(0..=36_500).contains(&days) {
         return Err(Error::invalid("older_than_days must be from 0 to 36500"));
     }
-    store.purge_tokens(now_ms() - days * 86_400_000).await
+    let cutoff = now_ms() - days * 86_400_000;
+    Ok(store.purge_tokens(cutoff).await? + store.oauth_purge_grants(cutoff).await?)
 }

@@ -315,14 +315,13 @@ async fn get_state(
     let rooms = store.list_rooms().await?;
     let tokens = store.list_tokens().await?;
     let log = store.admin_log(posture::LOG_ENTRIES).await?;
-    Ok(Json(posture::state_view(
-        &state,
-        &headers,
-        &actor.caller,
-        &rooms,
-        &tokens,
-        &log,
-    )))
+    let mut view = posture::state_view(&state, &headers, &actor.caller, &rooms, &tokens, &log);
+    // Apps signed in with OAuth, with their app's name (never a token).
+    view["oauth"] = json!({
+        "enabled": state.config.oauth,
+        "grants": store.oauth_list_grants().await?,
+    });
+    Ok(Json(view))
 }
 
 #[derive(Deserialize)]

@@ -262,6 +262,16 @@ impl PostgresStore {
         Ok(rows.iter().map(grant_from_row).collect())
     }
 
+    pub(super) async fn oauth_purge_grants_impl(&self, revoked_before: i64) -> Result<u64> {
+        Ok(sqlx::query(
+            "DELETE FROM oauth_grants WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1",
+        )
+        .bind(revoked_before)
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+
     pub(super) async fn oauth_key_impl(&self, name: &str, fresh: &str) -> Result<String> {
         sqlx::query(
             "INSERT INTO oauth_keys (name, value, created_ts) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",

@@ -307,6 +307,17 @@ impl SqliteStore {
         })
     }
 
+    pub(super) async fn oauth_purge_grants_impl(&self, revoked_before: i64) -> Result<u64> {
+        self.write(|c| {
+            exec(
+                c,
+                "DELETE FROM oauth_grants WHERE revoked_ts IS NOT NULL AND revoked_ts <= ?1",
+                [revoked_before],
+            )
+        })
+        .await
+    }
+
     pub(super) async fn oauth_key_impl(&self, name: &str, fresh: &str) -> Result<String> {
         if let Some(key) = self.read(|c| {
             row(
