@@ -914,6 +914,12 @@ async fn grants_carry_the_connect_codes_rooms_and_flags() {
     let mcp = s.mcp(token);
     let me = mcp.call("whoami", json!({})).await;
     assert_eq!(me["agent"], "watcher");
+    // An app's agent is a member of its rooms.
+    let agents = mcp.call("list_agents", json!({"room": "side"})).await;
+    assert!(
+        agents["agents"].as_array().unwrap().iter().any(|a| a["agent"] == "watcher" && a["is_you"] == true),
+        "{agents}"
+    );
     assert_eq!(me["readonly"], true);
     assert_eq!(me["rooms"], json!(["lobby", "side"]));
     assert_eq!(

@@ -907,6 +907,46 @@ pub async fn prune_then<T>(store: &dyn Store, sweep: Result<T>) -> Result<T> {
     sweep
 }
 
+/// `members` of `room` with the agents of active OAuth grants named for it
+/// added (an app signed in with a connect code is a member like a token's
+/// agent; a grant for every room counts where its agent was seen, as the
+/// store does for tokens, through `last_seen` filled in by the caller).
+pub async fn with_app_members(
+    store: &dyn Store,
+    room: &str,
+    mut members: Vec<crate::db::Member>,
+) -> Result<Vec<crate::db::Member>> {
+    let grants = store.oauth_list_grants().await?;
+    let mut added = false;
+    for g in grants.into_iter().filter(|g| g.revoked_ts.is_none()) {
+        if !(g.room == room || g.also_rooms.iter().any(|r| r == room)) {
+            continue;
+        }
+        match members.iter_mut().find(|m| m.agent == g.agent) {
+            Some(m) => {
+                m.lead |= g.lead;
+                m.admin |= g.admin;
+                m.readonly &= g.readonly;
+            }
+            None => {
+                added = true;
+                members.push(crate::db::Member {
+                    agent: g.agent,
+                    lead: g.lead,
+                    readonly: g.readonly,
+                    admin: g.admin,
+                    skills: g.skills,
+                    last_seen: None,
+                });
+            }
+        }
+    }
+    if added {
+        members.sort_by(|a, b| a.agent.cmp(&b.agent));
+    }
+    Ok(members)
+}
+
 /// Whether two resource URLs name the same resource (a trailing slash aside).
 pub fn same_resource(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
