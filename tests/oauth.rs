@@ -940,6 +940,17 @@ async fn grants_carry_the_connect_codes_rooms_and_flags() {
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["agent"], "watcher");
+    // The live stream serves it too.
+    let mut stream = reqwest::Client::new()
+        .get(format!("{}/v1/stream?after=now", s.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let first = stream.chunk().await.unwrap().expect("a first event");
+    assert!(String::from_utf8_lossy(&first).contains("event:"), "{first:?}");
+    drop(stream);
     let r = reqwest::Client::new()
         .post(format!("{}/v1/messages", s.url))
         .bearer_auth(token)
