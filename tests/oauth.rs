@@ -917,7 +917,11 @@ async fn grants_carry_the_connect_codes_rooms_and_flags() {
     // An app's agent is a member of its rooms.
     let agents = mcp.call("list_agents", json!({"room": "side"})).await;
     assert!(
-        agents["agents"].as_array().unwrap().iter().any(|a| a["agent"] == "watcher" && a["is_you"] == true),
+        agents["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["agent"] == "watcher" && a["is_you"] == true),
         "{agents}"
     );
     assert_eq!(me["readonly"], true);
@@ -949,7 +953,10 @@ async fn grants_carry_the_connect_codes_rooms_and_flags() {
         .unwrap();
     assert_eq!(stream.status(), 200);
     let first = stream.chunk().await.unwrap().expect("a first event");
-    assert!(String::from_utf8_lossy(&first).contains("event:"), "{first:?}");
+    assert!(
+        String::from_utf8_lossy(&first).contains("event:"),
+        "{first:?}"
+    );
     drop(stream);
     let r = reqwest::Client::new()
         .post(format!("{}/v1/messages", s.url))
