@@ -1709,3 +1709,42 @@ async fn conformance_authorization_server_scenarios_pass() {
         "the suite exited with {status}:\n{printed}"
     );
 }
+
+/// A registration that never completed an authorization is forgotten after
+/// a day; a forgotten client gets the error page at the authorization
+/// endpoint and `401 invalid_client` at the token and revocation endpoints
+/// (clients then register again), while a used registration stays.
+#[tokio::test]
+async fn unused_registrations_are_forgotten_after_a_day() {
+    let s = TestServer::start().await;
+    let idle = App::register(&s).await;
+    let used = App::register(&s).await;
+    used.sign_in(&connect_code(&s, grant("phone", "lobby")).await)
+        .await;
+    // A day and a minute pass for both registrations.
+    s.exec_sql(
+        "UPDATE oauth_clients SET created_ts = $1",
+        chatroom::clock::now_ms() - 86_460_000,
+    )
+    .await;
+    App::register(&s).await; // registering sweeps
+    let page = idle.get_authorize(&idle.authorize_params()).await;
+    assert_eq!(page.status, 400);
+    assert!(page.location.is_none());
+    assert!(page.body.contains("not known"), "{}", page.body);
+    let (st, v) = idle.refresh("crr_whatever").await;
+    assert_eq!((st, v["error"].as_str()), (401, Some("invalid_client")));
+    let r = idle
+        .post("/oauth/revoke")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(encode(
+            [("token", "crr_x"), ("client_id", idle.client_id.as_str())].into_iter(),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "invalid_client");
+    let page = used.get_authorize(&used.authorize_params()).await;
+    assert_eq!(page.status, 200, "a client that signed in stays");
+}
