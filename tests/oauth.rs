@@ -1748,3 +1748,73 @@ async fn unused_registrations_are_forgotten_after_a_day() {
     let page = used.get_authorize(&used.authorize_params()).await;
     assert_eq!(page.status, 200, "a client that signed in stays");
 }
+
+/// The console's "Connect an app" button in real Chromium mints a code from
+/// the mint form's choices, the code signs an app in, and "Signed-in apps"
+/// then lists it with its app's name.
+#[tokio::test]
+async fn console_connect_an_app_in_a_real_browser() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let node_modules = std::env::var("CHATROOM_TEST_NODE_MODULES").expect(
+        "CHATROOM_TEST_NODE_MODULES names playwright-core's node_modules (.ci/run sets it)",
+    );
+    let s = TestServer::start_with(|c| c.admin_api = true).await;
+    s.room("lobby").await;
+    let admin = s
+        .token_with(Grant {
+            admin: true,
+            all_rooms: true,
+            ..grant("owner", "lobby")
+        })
+        .await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/browser/oauth_console.mjs"
+    );
+    let mut child = tokio::process::Command::new("node")
+        .arg(script)
+        .env("NODE_PATH", &node_modules)
+        .env("CHATROOM_UI_URL", &s.url)
+        .env("CHATROOM_UI_TOKEN", &admin)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run node");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next_line().await.unwrap().unwrap_or_default();
+    let Some(code) = first.strip_prefix("CODE ") else {
+        let out = child.wait_with_output().await.unwrap();
+        panic!("driver: {first}\n{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let app = App::register(&s).await;
+    let t = app.sign_in(code.trim()).await;
+    let me = s
+        .mcp(t["access_token"].as_str().unwrap())
+        .call("whoami", json!({}))
+        .await;
+    assert_eq!(
+        (me["agent"].as_str(), me["readonly"].as_bool()),
+        (Some("tablet"), Some(true))
+    );
+    stdin.write_all(b"GO\n").await.unwrap();
+    let result = lines.next_line().await.unwrap().unwrap_or_default();
+    let status = child.wait().await.unwrap();
+    let Some(json_text) = result.strip_prefix("RESULT ") else {
+        panic!("driver: {result} ({status})");
+    };
+    let v: Value = serde_json::from_str(json_text).unwrap();
+    assert!(
+        v["steps"]
+            .as_str()
+            .unwrap()
+            .contains("Add custom connector"),
+        "{v}"
+    );
+    assert!(v["listed"].as_str().unwrap().contains("tablet"), "{v}");
+    assert!(v["listed"].as_str().unwrap().contains("Test app"), "{v}");
+    assert_eq!(v["problems"], json!([]), "{v}");
+    assert!(status.success());
+}

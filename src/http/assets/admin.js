@@ -550,6 +550,28 @@
     const dialog = el('dialog', { id: 'connect-dialog', className: 'modal wide-modal' });
     document.body.append(dialog);
     dialog.addEventListener('close', () => dialog.replaceChildren());
+    const apps = el('button', { type: 'button', id: 'connect-apps', textContent: 'Signed-in apps' });
+    apps.title = 'Apps that signed in with a connect code (OAuth)';
+    button.after(' ', apps);
+    apps.addEventListener('click', async () => {
+      const resp = await fetch('/v1/admin/state', {
+        headers: { 'Authorization': `Bearer ${sessionStorage.getItem(KEY) || ''}` },
+      });
+      const s = await resp.json().catch(() => ({}));
+      const grants = (s.oauth && s.oauth.grants) || [];
+      const rows = grants.map((g) => el('li', {},
+        el('strong', { textContent: g.agent }), ` in ${g.room}${g.also_rooms.length ? ' +' + g.also_rooms.length : ''} · `,
+        `app “${g.client_name}” · since ${g.created_ts}`,
+        g.revoked_ts ? ` · revoked ${g.revoked_ts}` : ' · active'));
+      dialog.replaceChildren(
+        el('h2', { textContent: 'Signed-in apps' }),
+        grants.length ? el('ul', { id: 'connect-apps-list' }, ...rows)
+          : el('p', { textContent: 'No app has signed in yet.' }),
+        el('p', { textContent: 'Revoking the agent (in the tokens list) ends its apps\' access at once.' }),
+        el('div', { className: 'actions' }, el('button', { type: 'button', className: 'primary', textContent: 'Close', onclick: () => dialog.close() })),
+      );
+      dialog.showModal();
+    });
     button.addEventListener('click', async () => {
       if (!form.reportValidity()) return;
       const value = (name) => (form.elements[name] ? form.elements[name].value.trim() : '');
