@@ -12,7 +12,7 @@ use crate::clock::{fmt_ts, now_ms};
 use crate::db;
 use crate::domain::model::RoomInfo;
 use crate::domain::store::Store;
-use crate::domain::{rooms, tokens};
+use crate::domain::{oauth, rooms, tokens};
 
 #[derive(Args)]
 pub struct AdminArgs {
@@ -90,7 +90,42 @@ enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
-    /// List tokens (never the raw values, which are not stored).
+    /// Mint a one-time connect code for an app that signs in with OAuth
+    /// (claude.ai, Claude Desktop and mobile, ChatGPT, Claude Code): the app
+    /// becomes this agent once its user enters the code on the sign-in page.
+    Connect {
+        /// The agent's name (its identity in every room).
+        #[arg(long)]
+        agent: String,
+        /// The default room (must exist).
+        #[arg(long)]
+        room: String,
+        /// Another room the app may use (repeatable).
+        #[arg(long = "also-room")]
+        also_rooms: Vec<String>,
+        /// Observer: read tools only.
+        #[arg(long)]
+        readonly: bool,
+        /// Room admin: retention, room deletion, any file.
+        #[arg(long)]
+        admin: bool,
+        /// Every room on the server.
+        #[arg(long)]
+        all_rooms: bool,
+        /// Leader: reviews, cancels, assigns.
+        #[arg(long)]
+        lead: bool,
+        /// A skill the agent has (repeatable).
+        #[arg(long = "skill")]
+        skills: Vec<String>,
+        /// How long the code stays valid, in minutes.
+        #[arg(long, default_value_t = 15)]
+        ttl_minutes: i64,
+        /// Print one JSON object instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tokens and OAuth grants (never the raw values, which are not stored).
     ListTokens {
         #[arg(long)]
         json: bool,
@@ -346,10 +381,55 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 println!("{}", secret.expose());
             }
         }
+        AdminCommand::Connect {
+            agent,
+            room,
+            also_rooms,
+            readonly,
+            admin,
+            all_rooms,
+            lead,
+            skills,
+            ttl_minutes,
+            json,
+        } => {
+            let grant = tokens::Grant {
+                agent,
+                room,
+                also_rooms,
+                readonly,
+                admin,
+                all_rooms,
+                lead,
+                skills,
+            };
+            let (code, info) = oauth::mint_connect_code(store.as_ref(), grant, ttl_minutes).await?;
+            if json {
+                let mut v = json!(info);
+                v["code"] = json!(code.expose());
+                v["ttl_minutes"] = json!(ttl_minutes);
+                println!("{v}");
+            } else {
+                eprintln!(
+                    "connect code for agent {} in room {} (one use, valid {ttl_minutes} min): \
+                     add the server's /mcp URL to the app as a custom connector, and enter \
+                     this code on the sign-in page it opens:",
+                    info.agent, info.room
+                );
+                println!("{}", code.expose());
+            }
+        }
         AdminCommand::ListTokens { json } => {
             let list = store.list_tokens().await?;
+            let grants = store.oauth_list_grants().await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                let mut all: Vec<serde_json::Value> = list.iter().map(|t| json!(t)).collect();
+                for g in &grants {
+                    let mut v = json!(g);
+                    v["kind"] = json!("oauth");
+                    all.push(v);
+                }
+                println!("{}", serde_json::to_string_pretty(&all)?);
             } else {
                 println!(
                     "{:<5} {:<20} {:<20} {:<28} {:<24} STATE",
@@ -382,6 +462,36 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                         room,
                         flags.join(","),
                         t.last_seen.map(fmt_ts).unwrap_or_else(|| "never".into()),
+                    );
+                }
+                for g in grants {
+                    let mut flags = Vec::new();
+                    for (on, name) in [
+                        (g.readonly, "readonly"),
+                        (g.admin, "admin"),
+                        (g.all_rooms, "all_rooms"),
+                        (g.lead, "lead"),
+                    ] {
+                        if on {
+                            flags.push(name);
+                        }
+                    }
+                    let state = match g.revoked_ts {
+                        Some(ts) => format!("revoked {}", fmt_ts(ts)),
+                        None => "active".into(),
+                    };
+                    let mut room = g.room.clone();
+                    if !g.also_rooms.is_empty() {
+                        room = format!("{room} +{}", g.also_rooms.len());
+                    }
+                    println!(
+                        "{:<5} {:<20} {:<20} {:<28} {:<24} {state}, OAuth app {:?}",
+                        format!("g{}", g.id),
+                        g.agent,
+                        room,
+                        flags.join(","),
+                        "-",
+                        g.client_name,
                     );
                 }
             }
