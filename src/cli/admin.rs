@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::clock::{fmt_ts, now_ms};
 use crate::db::{self, RoomInfo, Store};
-use crate::domain::{rooms, tokens};
+use crate::domain::{limits, rooms, tokens};
 
 #[derive(Args)]
 pub struct AdminArgs {
@@ -40,7 +40,7 @@ enum AdminCommand {
     Init,
     /// Create a room.
     AddRoom {
-        /// Room name: 1-64 chars of a-z 0-9 - _ .
+        /// Room name: 1-64 chars of A-Z a-z 0-9 - _ . (kept as written)
         name: String,
         #[arg(long)]
         description: Option<String>,
@@ -70,7 +70,7 @@ enum AdminCommand {
         /// The agent's name (its identity in every room).
         #[arg(long)]
         agent: String,
-        /// The token's default room (must exist).
+        /// The token's default room (created when it does not exist yet).
         #[arg(long)]
         room: String,
         /// Another room this token may use (repeatable).
@@ -275,6 +275,13 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             skills,
             json,
         } => {
+            // The whole grant is checked before a missing room is created.
+            crate::domain::names::check_agent(&agent)?;
+            for skill in &skills {
+                limits::non_empty("skill", skill)?;
+                limits::check("skill", skill, limits::SKILL)?;
+            }
+            create_missing_rooms(store.as_ref(), std::iter::once(&room).chain(&also_rooms)).await?;
             let grant = tokens::Grant {
                 agent,
                 room,
@@ -385,4 +392,29 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
         AdminCommand::Backup { path } => return super::export::backup(store.as_ref(), &path).await,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Creates each named room that does not exist yet, saying so on stderr: a
+/// token for a new room is how ChatRoomMCP users start one, and their
+/// scripts do it that way. Every name is checked before any is created.
+async fn create_missing_rooms(
+    store: &dyn Store,
+    names: impl Iterator<Item = &String>,
+) -> anyhow::Result<()> {
+    let names: Vec<&String> = names.collect();
+    for name in &names {
+        crate::domain::names::check_room(name)?;
+    }
+    for name in names {
+        if store.get_room(name).await?.is_some() {
+            continue;
+        }
+        match rooms::create(store, name, RoomInfo::default()).await {
+            Ok(_) => eprintln!("room {name} did not exist: created it"),
+            // Created meanwhile by someone else: it exists, which is all we need.
+            Err(crate::error::Error::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }

@@ -2,19 +2,21 @@
 
 use crate::error::{Error, Result};
 
-/// A room name: 1–64 chars of `a-z 0-9 - _ .`, not path-like (`.`/`..`).
+/// A room name: 1–64 chars of `A-Z a-z 0-9 - _ .`, not path-like (`.`/`..`).
+/// Names are kept as written and compared exactly: `projA` and `proja` are
+/// two rooms, as in ChatRoomMCP, whose users bring their room names along.
 pub fn check_room(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
-        })
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         && name.bytes().any(|b| b != b'.');
     if ok {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "room name {:?} is not valid: use 1-64 characters of a-z 0-9 - _ . (not only dots)",
+            "room name {:?} is not valid: use 1-64 characters of A-Z a-z 0-9 - _ . (not only dots)",
             truncate_for_message(name)
         )))
     }
@@ -49,7 +51,15 @@ mod tests {
 
     #[test]
     fn room_names() {
-        for good in ["a", "team-1", "x.y_z", "a".repeat(64).as_str()] {
+        for good in [
+            "a",
+            "A",
+            "projA",
+            "team-1",
+            "x.y_z",
+            "Dev.Ops_2",
+            "a".repeat(64).as_str(),
+        ] {
             assert!(check_room(good).is_ok(), "{good}");
         }
         for bad in [
@@ -57,8 +67,11 @@ mod tests {
             " ",
             "..",
             ".",
-            "A",
+            "...",
             "a/b",
+            "A\\b",
+            "\t",
+            " projA",
             "a b",
             "ä",
             &"a".repeat(65),
