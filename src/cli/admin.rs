@@ -150,6 +150,18 @@ enum AdminCommand {
         #[arg(long)]
         to: String,
     },
+    /// Bring a ChatRoomMCP instance over from its SQLite file: rooms, tokens
+    /// (they keep working), board, chat, files, events and cursors. Stop the
+    /// old server first; the file itself is only read.
+    #[command(name = "import-chatroommcp")]
+    ImportChatroommcp {
+        /// The ChatRoomMCP database file (its CHATROOM_DB, e.g. data/chatroom.db).
+        path: std::path::PathBuf,
+        /// The database to import into: sqlite://PATH or postgres://… (default:
+        /// the configured one, --db / CHATROOM_DATABASE_URL).
+        #[arg(long)]
+        to: Option<String>,
+    },
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
@@ -186,6 +198,10 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     }
     if let AdminCommand::Copy { from, to } = &args.command {
         return super::copy::run(from, to).await;
+    }
+    if let AdminCommand::ImportChatroommcp { path, to } = &args.command {
+        let to = to.as_deref().map(super::copy::url).unwrap_or(url);
+        return super::import::run(path, &to).await;
     }
     let store = db::open(&url).await?;
     execute(store, args.command).await
@@ -379,6 +395,10 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
         }
         // `run` handles it before opening --db; here for completeness.
         AdminCommand::Copy { from, to } => return super::copy::run(&from, &to).await,
+        // `run` handles it: the source is checked before any database opens.
+        AdminCommand::ImportChatroommcp { .. } => {
+            anyhow::bail!("import-chatroommcp needs its destination URL (see `run`)")
+        }
         AdminCommand::DeleteRoom { room, .. } => {
             crate::domain::names::check_room(&room)?;
             if !store.delete_room(&room).await? {

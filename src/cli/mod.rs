@@ -6,6 +6,7 @@ mod bench;
 mod copy;
 mod export;
 mod hook;
+mod import;
 mod watch;
 mod worker;
 
