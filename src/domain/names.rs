@@ -12,14 +12,32 @@ pub fn check_room(name: &str) -> Result<()> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         && name.bytes().any(|b| b != b'.');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!(
+    if !ok {
+        return Err(Error::invalid(format!(
             "room name {:?} is not valid: use 1-64 characters of A-Z a-z 0-9 - _ . (not only dots)",
             truncate_for_message(name)
-        )))
+        )));
     }
+    // With capitals allowed, a pasted token is a well-formed name; as a
+    // room it would be listed to every member. Not echoed back, either.
+    if looks_like_token(name) {
+        return Err(Error::invalid(
+            "room name looks like a chatroom token; tokens are secrets and are never names",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `s` holds `cr_` followed by a run of token characters long
+/// enough to be a token (real ones have 43; the console redacts from 20).
+fn looks_like_token(s: &str) -> bool {
+    s.match_indices(crate::auth::token::PREFIX).any(|(at, p)| {
+        s[at + p.len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+            .count()
+            >= 20
+    })
 }
 
 /// An agent name: 1–64 chars of letters, digits, `- _ .`, so that `@name`
@@ -76,9 +94,13 @@ mod tests {
             "ä",
             &"a".repeat(65),
             "../etc",
+            "cr_WSJo5pjiN20qtUXm8oHWjkqUY-jnIyOzMKcdAav6ZEA",
+            "my.cr_WSJo5pjiN20qtUXm8oHWjkqUY",
         ] {
             assert!(check_room(bad).is_err(), "{bad}");
         }
+        // A short `cr_` run is an ordinary name.
+        assert!(check_room("cr_team").is_ok());
     }
 
     #[test]
