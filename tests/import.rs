@@ -806,6 +806,53 @@ async fn import_refuses_damaged_and_foreign_files() {
     ours.stop().await;
 }
 
+/// A write that fails part-way (here the destination refuses file rows)
+/// is undone: the rooms, board, chat and events written before it are
+/// deleted again and no token arrives, so the import can simply be rerun.
+#[tokio::test]
+async fn a_failed_import_is_undone() {
+    let fx = fixture(SCHEMA);
+    let dest = tempfile::tempdir().unwrap();
+    let db = dest.path().join("new.db");
+    let env = on_file(&db);
+    assert_eq!(run_cli(&["admin", "add-room", "lobby"], &env).await.0, 0);
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER no_files BEFORE INSERT ON files \
+             BEGIN SELECT RAISE(ABORT, 'the disk is full'); END;",
+        )
+        .unwrap();
+    let (code, out, err) = import(&fx, &[], &env).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("the disk is full"), "{err}");
+    assert!(err.contains("undone"), "{err}");
+    let c = Connection::open(&db).unwrap();
+    for (table, want) in [
+        ("rooms", 1),
+        ("tokens", 0),
+        ("tasks", 0),
+        ("task_deps", 0),
+        ("notes", 0),
+        ("messages", 0),
+        ("mentions", 0),
+        ("events", 0),
+        ("cursors", 0),
+        ("presence", 0),
+        ("files", 0),
+    ] {
+        let n: i64 = c
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, want, "{table}");
+    }
+    // Without the fault the same file goes in.
+    c.execute_batch("DROP TRIGGER no_files;").unwrap();
+    drop(c);
+    let (code, out, err) = import(&fx, &[], &env).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
 /// Pointing the destination at the ChatRoomMCP file itself (the same path
 /// in both setups) is refused before anything opens it for writing.
 #[tokio::test]

@@ -682,11 +682,6 @@ struct Plan {
     skipped: BTreeMap<&'static str, (i64, &'static str)>,
 }
 
-fn obj(v: Value) -> Value {
-    debug_assert!(v.is_object());
-    v
-}
-
 /// Converts the source into rows of this server's tables, ids moved by `off`.
 fn plan(src: &Source, off: &Offsets) -> Plan {
     let mut skipped: BTreeMap<&'static str, (i64, &'static str)> = BTreeMap::new();
@@ -698,14 +693,14 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
         .rooms
         .iter()
         .map(|(name, r)| {
-            obj(json!({
+            json!({
                 "name": name,
                 "description": r.info.description.clone().unwrap_or_default(),
                 "repo_url": r.info.repo_url.clone().unwrap_or_default(),
                 "onboarding_notes": r.info.onboarding_notes.clone().unwrap_or_default(),
                 "retention_days": r.retention_days,
                 "created_ts": r.created_ts,
-            }))
+            })
         })
         .collect();
 
@@ -719,7 +714,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
     }
     let presence: Vec<Value> = seen
         .into_iter()
-        .map(|((room, agent), ts)| obj(json!({"room": room, "agent": agent, "last_seen_ts": ts})))
+        .map(|((room, agent), ts)| json!({"room": room, "agent": agent, "last_seen_ts": ts}))
         .collect();
 
     let task_room: HashMap<i64, &str> = src.tasks.iter().map(|t| (t.id, t.room.as_str())).collect();
@@ -727,7 +722,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
         .tasks
         .iter()
         .map(|t| {
-            obj(json!({
+            json!({
                 "id": off.id("tasks", t.id),
                 "room": t.room,
                 "title": t.title,
@@ -744,7 +739,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
                 "result": null,
                 "lease_seconds": null,
                 "lease_expires_ts": null,
-            }))
+            })
         })
         .collect();
     let mut task_deps = Vec::new();
@@ -754,10 +749,10 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
             // The original counts only a task of the same room as a blocker.
             if dep != t.id && task_room.get(&dep) == Some(&t.room.as_str()) {
                 if seen.insert(dep) {
-                    task_deps.push(obj(json!({
+                    task_deps.push(json!({
                         "task_id": off.id("tasks", t.id),
                         "depends_on": off.id("tasks", dep),
-                    })));
+                    }));
                 }
             } else {
                 skip("task_deps", "a dependency on no task of the same room");
@@ -774,7 +769,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
                        refs: (Option<i64>, Option<i64>, Option<i64>)| {
         for agent in chat::mentions(body) {
             mention_id += 1;
-            mentions.push(obj(json!({
+            mentions.push(json!({
                 "id": mention_id,
                 "room": room,
                 "agent": agent,
@@ -784,7 +779,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
                 "author": author,
                 "ts": ts,
                 "body": body,
-            })));
+            }));
         }
     };
 
@@ -795,14 +790,14 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
             continue;
         }
         let (id, task_id) = (off.id("notes", n.id), off.id("tasks", n.task_id));
-        notes.push(obj(json!({
+        notes.push(json!({
             "id": id,
             "task_id": task_id,
             "room": n.room,
             "ts": n.ts,
             "author": n.author,
             "body": n.body,
-        })));
+        }));
         mention(
             &n.room,
             &n.body,
@@ -821,14 +816,14 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
             .reply_to
             .filter(|p| message_room.get(p).is_some_and(|p| p.room == m.room))
             .map(|p| off.id("messages", p));
-        messages.push(obj(json!({
+        messages.push(json!({
             "id": id,
             "room": m.room,
             "ts": m.ts,
             "author": m.author,
             "body": m.body,
             "reply_to": reply_to,
-        })));
+        }));
         mention(&m.room, &m.body, &m.author, m.ts, (Some(id), None, None));
     }
 
@@ -869,7 +864,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
             {
                 detail.insert("title".into(), json!(t.title));
             }
-            obj(json!({
+            json!({
                 "id": off.id("events", e.id),
                 "room": e.room,
                 "ts": e.ts,
@@ -878,7 +873,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
                 "task_id": off.opt("tasks", e.task_id),
                 "message_id": off.opt("messages", e.message_id),
                 "detail": Value::Object(detail),
-            }))
+            })
         })
         .collect();
 
@@ -891,7 +886,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
             } else {
                 0
             };
-            obj(json!({"room": c.room, "agent": c.agent, "event_id": event_id}))
+            json!({"room": c.room, "agent": c.agent, "event_id": event_id})
         })
         .collect();
 
@@ -900,7 +895,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
         .iter()
         .map(|f| {
             use base64::Engine;
-            obj(json!({
+            json!({
                 "id": off.id("files", f.id),
                 "room": f.room,
                 "name": f.name,
@@ -912,7 +907,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
                 "ts": f.ts,
                 "expires_ts": f.expires_ts,
                 "task_id": null,
-            }))
+            })
         })
         .collect();
 
@@ -921,7 +916,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            obj(json!({
+            json!({
                 "id": off.of("tokens") + i as i64 + 1,
                 "hash": t.hash,
                 "agent": t.agent,
@@ -934,7 +929,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
                 "skills": Vec::<String>::new(),
                 "created_ts": t.created_ts,
                 "revoked_ts": t.revoked_ts,
-            }))
+            })
         })
         .collect();
 
