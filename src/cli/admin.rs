@@ -12,7 +12,7 @@ use crate::clock::{fmt_ts, now_ms};
 use crate::db;
 use crate::domain::model::RoomInfo;
 use crate::domain::store::Store;
-use crate::domain::{oauth, rooms, tokens};
+use crate::domain::{limits, oauth, rooms, tokens};
 
 #[derive(Args)]
 pub struct AdminArgs {
@@ -35,7 +35,7 @@ enum AdminCommand {
     Init,
     /// Create a room.
     AddRoom {
-        /// Room name: 1-64 characters of a-z, 0-9, `-`, `_` and `.`.
+        /// Room name: 1-64 chars of A-Z a-z 0-9 - _ . (kept as written)
         name: String,
         #[arg(long)]
         description: Option<String>,
@@ -65,7 +65,7 @@ enum AdminCommand {
         /// The agent's name (its identity in every room).
         #[arg(long)]
         agent: String,
-        /// The token's default room (must exist).
+        /// The token's default room (created when it does not exist yet).
         #[arg(long)]
         room: String,
         /// Another room this token may use (repeatable).
@@ -180,6 +180,18 @@ enum AdminCommand {
         #[arg(long)]
         to: String,
     },
+    /// Bring a ChatRoomMCP instance over from its SQLite file: rooms, tokens
+    /// (they keep working), board, chat, files, events and cursors. Stop the
+    /// old server first; the file itself is only read.
+    #[command(name = "import-chatroommcp")]
+    ImportChatroommcp {
+        /// The ChatRoomMCP database file (its CHATROOM_DB, e.g. data/chatroom.db).
+        path: std::path::PathBuf,
+        /// The database to import into: sqlite://PATH or postgres://… (default:
+        /// the configured one, --db / CHATROOM_DATABASE_URL).
+        #[arg(long)]
+        to: Option<String>,
+    },
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
@@ -225,6 +237,10 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     }
     if let AdminCommand::Copy { from, to } = &args.command {
         return super::copy::run(from, to).await;
+    }
+    if let AdminCommand::ImportChatroommcp { path, to } = &args.command {
+        let to = to.as_deref().map(super::copy::url).unwrap_or(url);
+        return super::import::run(path, &to).await;
     }
     // Which database, said on stderr (stdout stays the command's own), so
     // a command run in the wrong folder does not pass unnoticed.
@@ -358,6 +374,13 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             skills,
             json,
         } => {
+            // The whole grant is checked before a missing room is created.
+            crate::domain::names::check_agent(&agent)?;
+            for skill in &skills {
+                limits::non_empty("skill", skill)?;
+                limits::check("skill", skill, limits::SKILL)?;
+            }
+            create_missing_rooms(store.as_ref(), std::iter::once(&room).chain(&also_rooms)).await?;
             let grant = tokens::Grant {
                 agent,
                 room,
@@ -537,6 +560,10 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
         }
         // `run` handles it before opening --db; here for completeness.
         AdminCommand::Copy { from, to } => return super::copy::run(&from, &to).await,
+        // `run` handles it: the source is checked before any database opens.
+        AdminCommand::ImportChatroommcp { .. } => {
+            anyhow::bail!("import-chatroommcp needs its destination URL (see `run`)")
+        }
         AdminCommand::DeleteRoom { room, .. } => {
             crate::domain::names::check_room(&room)?;
             if !store.delete_room(&room).await? {
@@ -550,4 +577,29 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
         AdminCommand::Backup { path } => return super::export::backup(store.as_ref(), &path).await,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Creates each named room that does not exist yet, saying so on stderr: a
+/// token for a new room is how ChatRoomMCP users start one, and their
+/// scripts do it that way. Every name is checked before any is created.
+async fn create_missing_rooms(
+    store: &dyn Store,
+    names: impl Iterator<Item = &String>,
+) -> anyhow::Result<()> {
+    let names: Vec<&String> = names.collect();
+    for name in &names {
+        crate::domain::names::check_room(name)?;
+    }
+    for name in names {
+        if store.get_room(name).await?.is_some() {
+            continue;
+        }
+        match rooms::create(store, name, RoomInfo::default()).await {
+            Ok(_) => eprintln!("room {name} did not exist: created it"),
+            // Created meanwhile by someone else: it exists, which is all we need.
+            Err(crate::error::Error::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
