@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::body::{close_after, has_body};
 use super::hosts::{host_allowed, origin_allowed};
 use crate::config::Config;
 use crate::domain::tokens;
@@ -30,10 +31,13 @@ pub async fn host_guard(State(state): State<AppState>, req: Request, next: Next)
             .or_else(|| req.uri().authority().map(|a| a.to_string()));
         if !host.as_deref().is_some_and(|h| host_allowed(rules, h)) {
             tracing::info!(host = ?host.as_deref().map(crate::domain::names::truncate_for_message), "refused a request for a Host outside the allowlist");
-            return http_error(
-                StatusCode::MISDIRECTED_REQUEST,
-                "misdirected_request",
-                "this Host is not allowed; add it to CHATROOM_ALLOWED_HOSTS",
+            return early(
+                &req,
+                http_error(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    "misdirected_request",
+                    "this Host is not allowed; add it to CHATROOM_ALLOWED_HOSTS",
+                ),
             );
         }
     }
@@ -47,14 +51,28 @@ pub async fn origin_guard(State(state): State<AppState>, req: Request, next: Nex
             .to_str()
             .is_ok_and(|o| origin_allowed(&state.config.allowed_origins, o));
         if !allowed {
-            return http_error(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "this browser Origin is not allowed; add it to CHATROOM_ALLOWED_ORIGINS",
+            return early(
+                &req,
+                http_error(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "this browser Origin is not allowed; add it to CHATROOM_ALLOWED_ORIGINS",
+                ),
             );
         }
     }
     next.run(req).await
+}
+
+/// A refusal given before the body of `req` was read: with `Connection:
+/// close` when there is a body, which is never read (see
+/// [`close_after`]).
+fn early(req: &Request, response: Response) -> Response {
+    if has_body(req) {
+        close_after(response)
+    } else {
+        response
+    }
 }
 
 /// The bearer token from `Authorization`, if well-formed.
@@ -81,7 +99,7 @@ pub async fn require_token(
     let caller = match bearer(req.headers()) {
         Some(raw) => match tokens::verify(state.core.store.as_ref(), raw).await {
             Ok(c) => c,
-            Err(e) => return e.into_response(),
+            Err(e) => return early(&req, e.into_response()),
         },
         None => None,
     };
@@ -92,13 +110,16 @@ pub async fn require_token(
         }
         None => {
             if let Some(retry) = state.throttle.blocked(addr) {
-                return Error::RateLimited {
-                    message: format!(
-                        "too many failed credentials from this address; retry in {retry} s"
-                    ),
-                    retry_after_s: retry,
-                }
-                .into_response();
+                return early(
+                    &req,
+                    Error::RateLimited {
+                        message: format!(
+                            "too many failed credentials from this address; retry in {retry} s"
+                        ),
+                        retry_after_s: retry,
+                    }
+                    .into_response(),
+                );
             }
             state.throttle.record_failure(addr);
             let path = req
@@ -107,10 +128,13 @@ pub async fn require_token(
                 .map(|u| u.path().to_owned())
                 .unwrap_or_else(|| req.uri().path().to_owned());
             tracing::info!(%addr, %path, "refused a request without a valid token");
-            Error::Unauthorized(
-                "a valid bearer token is required (Authorization: Bearer cr_…)".into(),
+            early(
+                &req,
+                Error::Unauthorized(
+                    "a valid bearer token is required (Authorization: Bearer cr_…)".into(),
+                )
+                .into_response(),
             )
-            .into_response()
         }
     }
 }

@@ -4,6 +4,7 @@
 //! call then passes [`admit`](admit::admit) (rate limit, audit row).
 
 pub mod admit;
+pub mod body;
 pub mod caller;
 pub mod hosts;
 pub mod layers;

@@ -49,6 +49,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/v1/admin/tokens", post(mint_token))
         .route("/v1/admin/tokens/revoke", post(revoke_tokens))
         .route("/v1/admin/tokens/purge", post(purge_tokens))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::body::body_guard,
+        ))
         .route_layer(middleware::from_fn(server_admin_only))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .route_layer(middleware::from_fn(scrub_errors));

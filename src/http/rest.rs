@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::auth::body::body_guard;
 use crate::auth::{Caller, Meter, admit, require_token};
 use crate::db::RoomInfo;
 use crate::domain::Call;
@@ -45,6 +46,8 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/v1/files/{id}", get(download_file).delete(delete_file))
         .route("/v1/stream", get(super::sse::stream))
         .layer(DefaultBodyLimit::max(body_limit))
+        // The body is read only once the token is known (inner layer).
+        .route_layer(middleware::from_fn_with_state(state.clone(), body_guard))
         .route_layer(middleware::from_fn_with_state(state, require_token))
 }
 
