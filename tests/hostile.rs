@@ -204,3 +204,53 @@ fn base64_of(n: usize) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(vec![7u8; n])
 }
+
+/// The size of a SQLite database on disk, its write-ahead log included.
+fn db_bytes(path: &str) -> u64 {
+    let size = |p: String| std::fs::metadata(p).map_or(0, |m| m.len());
+    size(path.to_owned()) + size(format!("{path}-wal"))
+}
+
+/// Twenty `whoami` calls naming a 1.3 MB room, half of them past the rate
+/// limit, and `/v1` calls with a long `?room=`, leave the database nearly as
+/// it was: the audit row records a room the call was allowed to name,
+/// never the argument's text.
+#[tokio::test]
+async fn huge_room_arguments_do_not_grow_the_audit() {
+    let s = TestServer::start_sqlite_with(|c| c.rate_limit_per_minute = 10).await;
+    let alice = s.agent("alice", "lobby").await;
+    alice.call("whoami", json!({})).await;
+    let db = s.db_path.clone();
+    let before = db_bytes(&db);
+    let huge = "x".repeat(1_300_000);
+    let (mut ok, mut limited) = (0, 0);
+    for _ in 0..20 {
+        let r = alice.try_call("whoami", json!({"room": huge})).await;
+        match r.code() {
+            "" => ok += 1,
+            "rate_limited" => limited += 1,
+            other => panic!("whoami answered {other}: {}", r.body),
+        }
+    }
+    assert!(
+        ok > 0 && limited > 0,
+        "{ok} answered, {limited} rate limited"
+    );
+    let long = "y".repeat(6_000);
+    let status = reqwest::Client::new()
+        .get(format!("{}/v1/tasks?room={long}", s.url))
+        .bearer_auth(&alice.token)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status == 400 || status == 403 || status == 429, "{status}");
+    let dir = s.stop_keeping_files().await;
+    let after = db_bytes(&db);
+    assert!(
+        after < before + 512 * 1024,
+        "the database grew {} bytes after huge room arguments",
+        after.saturating_sub(before)
+    );
+    drop(dir);
+}

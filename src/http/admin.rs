@@ -31,6 +31,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::auth::admit::RoomArg;
 use crate::auth::{Caller, Meter, admit, client_addr, require_token};
 use crate::clock::now_ms;
 use crate::db::{AdminLogEntry, RoomInfo};
@@ -618,7 +619,7 @@ async fn room_call<T>(
         state,
         call,
         Meter::Unmetered,
-        || room.to_owned(),
+        RoomArg::Named(room).recorded(&call.caller),
         None,
         work,
     )

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::auth::admit::RoomArg;
 use crate::auth::body::body_guard;
 use crate::auth::{Caller, Meter, admit, require_token};
 use crate::db::RoomInfo;
@@ -94,11 +95,7 @@ impl Api {
         f: impl AsyncFnOnce(&Call) -> Result<T>,
     ) -> Result<T> {
         let call = Call::new(self.caller.clone(), route);
-        let room = || {
-            self.room
-                .clone()
-                .unwrap_or_else(|| self.caller.room.clone())
-        };
+        let room = RoomArg::of(self.room.as_deref()).recorded(&self.caller);
         admit(state, &call, Meter::Requests, room, task_id, async || {
             f(&call).await
         })

@@ -174,6 +174,11 @@ impl TestServer {
         TestServer::launch(None, None, |_| {}).await
     }
 
+    /// [`start_sqlite`](Self::start_sqlite), adjusted by `tweak`.
+    pub async fn start_sqlite_with(tweak: impl FnOnce(&mut Config)) -> TestServer {
+        TestServer::launch(None, None, tweak).await
+    }
+
     /// A server on an existing PostgreSQL database (left in place after it).
     pub async fn on_database(url: &str) -> TestServer {
         TestServer::launch(Some(url.to_owned()), None, |_| {}).await
