@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::body::BodyBudget;
 use crate::auth::ratelimit::RateLimiter;
+use crate::auth::streams::Streams;
 use crate::auth::throttle::Throttle;
 use crate::config::Config;
 use crate::db::{self, AuditRow};
@@ -24,6 +25,8 @@ pub struct AppState {
     pub mqtt: Arc<crate::mqtt::Stats>,
     /// The request body bytes all requests may hold at once.
     pub bodies: Arc<BodyBudget>,
+    /// Open SSE streams and parked waits per token.
+    pub streams: Arc<Streams>,
     audit_tx: mpsc::UnboundedSender<AuditRow>,
 }
 
@@ -68,6 +71,7 @@ pub async fn state(
     Ok((
         AppState {
             bodies,
+            streams: Arc::new(Streams::new(config.max_streams_per_token)),
             core,
             throttle: Arc::new(Throttle::new(
                 config.auth_fail_limit,

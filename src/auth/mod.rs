@@ -9,6 +9,7 @@ pub mod caller;
 pub mod hosts;
 pub mod layers;
 pub mod ratelimit;
+pub mod streams;
 pub mod throttle;
 pub mod token;
 

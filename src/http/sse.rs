@@ -25,6 +25,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::auth::streams::Slot;
 use crate::db::{Event, EventFilter, TaskQuery};
 use crate::domain::board::Status;
 use crate::domain::{Call, Core};
@@ -42,9 +43,6 @@ const PAGE: i64 = 500;
 const MAX_TAIL: i64 = 1000;
 /// How many closed tasks a `board` event carries besides the open ones.
 const CLOSED_SHOWN: i64 = 30;
-/// How often an open stream checks that its token still stands (a revoked
-/// token's streams end within this time).
-const RECHECK: Duration = Duration::from_secs(30);
 
 #[derive(Deserialize)]
 pub struct StreamParams {
@@ -80,8 +78,9 @@ pub async fn stream(
     api: Api,
     Params(p): Params<StreamParams>,
 ) -> Result<Response> {
-    // Only the hash is kept, to re-check the token while the stream is open.
-    let token_hash = api.caller.token_hash.hex();
+    // A place among the token's streams (429 past the cap), which also
+    // ends the stream when the token is revoked.
+    let slot = s.streams.open(&api.caller)?;
     let after = parse_after(p.after.as_deref())?;
     let tail = p.tail.map(|t| t.clamp(1, MAX_TAIL));
     // Subscribe before anything is read, so an event landing in between is
@@ -97,7 +96,7 @@ pub async fn stream(
     let feed = Feed {
         core: s.core.clone(),
         call: Call::new(api.caller.clone(), "v1:stream"),
-        token_hash,
+        slot,
         room,
         bus,
         tx,
@@ -141,8 +140,8 @@ type Step<T = ()> = std::result::Result<T, Stop>;
 struct Feed {
     core: Core,
     call: Call,
-    /// SHA-256 of the stream's token, to notice a revocation.
-    token_hash: String,
+    /// The stream's place among its token's; signals a revocation.
+    slot: Slot,
     room: String,
     bus: broadcast::Receiver<std::sync::Arc<Event>>,
     tx: mpsc::Sender<SseEvent>,
@@ -161,8 +160,11 @@ struct Feed {
 impl Feed {
     async fn run(mut self, after: After, after_msg: Option<i64>, tail: Option<i64>) {
         let shutdown = self.core.shutdown.clone();
+        let revoked = self.slot.revoked_token();
         let outcome = tokio::select! {
             _ = shutdown.cancelled() => return,
+            // The revocation watcher noticed the token is revoked.
+            _ = revoked.cancelled() => Err(Stop::Fail(Slot::revoked_error())),
             outcome = self.serve(after, after_msg, tail) => outcome,
         };
         if let Err(Stop::Fail(e)) = outcome {
@@ -225,14 +227,9 @@ impl Feed {
         self.board_dirty = true;
         self.files_dirty = true;
         self.flush_snapshots().await?;
-        let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         loop {
             let received = tokio::select! {
                 _ = self.tx.closed() => return Err(Stop::Gone),
-                _ = recheck.tick() => {
-                    self.recheck_token().await?;
-                    continue;
-                }
                 r = self.bus.recv() => r,
             };
             match received {
@@ -250,23 +247,6 @@ impl Feed {
                 }
             }
             self.flush_snapshots().await?;
-        }
-    }
-
-    /// Ends the stream once its token is revoked.
-    async fn recheck_token(&self) -> Step {
-        let valid = self
-            .core
-            .store
-            .token_by_hash(&self.token_hash)
-            .await?
-            .is_some_and(|t| t.revoked_ts.is_none());
-        if valid {
-            Ok(())
-        } else {
-            Err(Stop::Fail(Error::Unauthorized(
-                "this token was revoked; the stream ends".into(),
-            )))
         }
     }
 

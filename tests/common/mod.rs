@@ -203,6 +203,8 @@ impl TestServer {
             .into_owned();
         let mut config = Config::for_tests(&db_path);
         config.rate_limit_per_minute = 0;
+        // Load-shaped tests park many waits per token; the cap has its own tests.
+        config.max_streams_per_token = 0;
         config.auth_fail_limit = 0;
         config.database_url = database_url;
         tweak(&mut config);
