@@ -444,3 +444,94 @@ async fn a_revoked_tokens_stream_ends() {
     assert!(rest.contains("event: error"), "{rest}");
     assert!(rest.contains("unauthorized"), "{rest}");
 }
+
+/// Posts `whoami` to `/mcp` without a token, with `headers`; the status.
+async fn anonymous(url: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut req = reqwest::Client::new()
+        .post(format!("{url}/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "whoami", "arguments": {}}}));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap().status().as_u16()
+}
+
+/// With `CHATROOM_TRUST_PROXY=on`, forged forwarded-address headers from a
+/// peer outside `CHATROOM_TRUSTED_PROXIES` are ignored: the failed-auth
+/// throttle counts the real address (127.0.0.1), whatever each request
+/// claims. From a trusted peer, the right-most `X-Forwarded-For` entry that
+/// is not a trusted proxy is the client, whatever is forged left of it.
+#[tokio::test]
+async fn forged_forwarded_for_from_an_untrusted_peer_is_ignored() {
+    let s = TestServer::start_with(|c| {
+        c.auth_fail_limit = 3;
+        c.trust_proxy = true;
+        c.trusted_proxies = vec!["10.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    for (i, forged) in ["1.1.1.1", "2.2.2.2", "3.3.3.3"].iter().enumerate() {
+        let headers = [("X-Forwarded-For", *forged), ("CF-Connecting-IP", *forged)];
+        assert_eq!(anonymous(&s.url, &headers).await, 401, "failure {i}");
+    }
+    let headers = [("X-Forwarded-For", "4.4.4.4"), ("X-Real-IP", "5.5.5.5")];
+    assert_eq!(
+        anonymous(&s.url, &headers).await,
+        429,
+        "the forged addresses were believed: the real peer was not throttled"
+    );
+
+    // Loopback trusted (the default): the chain is walked from the right.
+    let s = TestServer::start_with(|c| {
+        c.auth_fail_limit = 3;
+        c.trust_proxy = true;
+    })
+    .await;
+    for forged in ["6.6.6.6", "7.7.7.7", "8.8.8.8"] {
+        let chain = format!("{forged}, 203.0.113.7, 10.1.2.3");
+        assert_eq!(anonymous(&s.url, &[("X-Forwarded-For", &chain)]).await, 401);
+    }
+    let chain = "9.9.9.9, 203.0.113.7, 10.1.2.3";
+    assert_eq!(anonymous(&s.url, &[("X-Forwarded-For", chain)]).await, 429);
+    let other = "203.0.113.7, 203.0.113.8";
+    assert_eq!(
+        anonymous(&s.url, &[("X-Forwarded-For", other)]).await,
+        401,
+        "another client behind the proxy is not throttled"
+    );
+}
+
+/// A bad `CHATROOM_TRUSTED_PROXIES` stops the start, naming the variable;
+/// `CHATROOM_MAX_STREAMS_PER_TOKEN` defaults to 8.
+#[test]
+fn trusted_proxies_are_validated() {
+    use std::collections::HashMap;
+    let vars = |k: &str, v: &str| {
+        HashMap::from([
+            ("CHATROOM_DB".to_owned(), "/tmp/unused.db".to_owned()),
+            (k.to_owned(), v.to_owned()),
+        ])
+    };
+    let err = chatroom::config::Config::from_map(&vars(
+        "CHATROOM_TRUSTED_PROXIES",
+        "10.0.0.0/8, nonsense",
+    ))
+    .expect_err("refused");
+    let text = err.0.join("\n");
+    assert!(text.contains("CHATROOM_TRUSTED_PROXIES"), "{text}");
+    let ok = chatroom::config::Config::from_map(&vars(
+        "CHATROOM_TRUSTED_PROXIES",
+        "192.0.2.1, 2001:db8::/32",
+    ))
+    .expect("valid");
+    assert_eq!(ok.trusted_proxies.len(), 2);
+    assert_eq!(ok.max_streams_per_token, 8);
+    let default = chatroom::config::Config::from_map(&vars("CHATROOM_LOG", "info")).unwrap();
+    assert!(
+        default
+            .trusted_proxies
+            .iter()
+            .any(|n| n.contains(&"172.20.0.2".parse::<std::net::IpAddr>().unwrap()))
+    );
+}

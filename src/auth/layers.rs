@@ -139,28 +139,47 @@ pub async fn require_token(
     }
 }
 
-/// The client's address: the peer, or with `CHATROOM_TRUST_PROXY` the
-/// address the proxy reports.
+/// The client's address: the direct peer, or, with `CHATROOM_TRUST_PROXY`
+/// and a peer in `CHATROOM_TRUSTED_PROXIES`, the address that proxy reports
+/// (`CF-Connecting-IP`, `X-Real-IP`, else the right-most `X-Forwarded-For`
+/// entry that is not itself a trusted proxy: the entries left of it are
+/// whatever the client chose to send). A client reaching the port directly
+/// cannot forge its address this way.
 pub fn client_addr(config: &Config, headers: &HeaderMap, peer: Option<SocketAddr>) -> IpAddr {
-    if config.trust_proxy {
-        for name in ["cf-connecting-ip", "x-real-ip"] {
-            if let Some(ip) = headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse().ok())
-            {
-                return ip;
-            }
-        }
+    let direct = peer
+        .map(|p| p.ip().to_canonical())
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let trusted = |ip: &IpAddr| config.trusted_proxies.iter().any(|n| n.contains(ip));
+    if !config.trust_proxy || !trusted(&direct) {
+        return direct;
+    }
+    let parse = |v: &str| v.trim().parse::<IpAddr>().ok().map(|ip| ip.to_canonical());
+    for name in ["cf-connecting-ip", "x-real-ip"] {
         if let Some(ip) = headers
-            .get("x-forwarded-for")
+            .get(name)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-            .and_then(|v| v.trim().parse().ok())
+            .and_then(parse)
         {
             return ip;
         }
     }
-    peer.map(|p| p.ip())
-        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+    // Every X-Forwarded-For line in order, as one list; walk it from the
+    // right past the trusted proxies.
+    let forwarded: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .collect();
+    let mut client = direct;
+    for entry in forwarded.iter().rev() {
+        match parse(entry) {
+            Some(ip) if trusted(&ip) => client = ip,
+            Some(ip) => return ip,
+            // Garbage from here on left: the last trusted hop is as far as
+            // the chain can be believed.
+            None => break,
+        }
+    }
+    client
 }
