@@ -27,6 +27,8 @@ pub struct AppState {
     pub bodies: Arc<BodyBudget>,
     /// Open SSE streams and parked waits per token.
     pub streams: Arc<Streams>,
+    /// Each room's `board` snapshot, shared by its SSE streams.
+    pub boards: Arc<crate::http::sse::Boards>,
     audit_tx: mpsc::UnboundedSender<AuditRow>,
 }
 
@@ -72,6 +74,7 @@ pub async fn state(
         AppState {
             bodies,
             streams: Arc::new(Streams::new(config.max_streams_per_token)),
+            boards: Arc::default(),
             core,
             throttle: Arc::new(Throttle::new(
                 config.auth_fail_limit,

@@ -535,3 +535,69 @@ fn trusted_proxies_are_validated() {
             .any(|n| n.contains(&"172.20.0.2".parse::<std::net::IpAddr>().unwrap()))
     );
 }
+
+/// Reads SSE `board` events from `r` until one satisfies `done`.
+async fn board_until(r: &mut reqwest::Response, done: impl Fn(&Value) -> bool) -> Value {
+    let mut buf = String::new();
+    loop {
+        let chunk = r.chunk().await.unwrap().expect("the stream stays open");
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buf.find("\n\n") {
+            let frame: String = buf.drain(..end + 2).collect();
+            if !frame.contains("event: board") {
+                continue;
+            }
+            let data: String = frame
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+                .collect();
+            let v: Value = serde_json::from_str(&data).unwrap();
+            if done(&v) {
+                return v;
+            }
+        }
+    }
+}
+
+/// The board snapshot shared by a room's streams is never stale: after a
+/// burst of changes every one of many streams (of several tokens) ends on
+/// the board as it is after the last change.
+#[tokio::test]
+async fn shared_board_snapshots_follow_every_change() {
+    let s = TestServer::start().await;
+    let alice = s.agent("alice", "lobby").await;
+    let bob = s.agent("bob", "lobby").await;
+    let mut streams = Vec::new();
+    for token in [&alice.token, &bob.token].iter().cycle().take(12) {
+        let mut r = open_stream(&s.url, token).await;
+        assert_eq!(r.status(), 200);
+        board_until(&mut r, |_| true).await;
+        streams.push(r);
+    }
+    let task = alice
+        .call(
+            "create_task",
+            json!({"title": "shared board", "body": "v1"}),
+        )
+        .await;
+    let id = task["created"]["id"].as_i64().expect("task id");
+    for n in 2..=5 {
+        alice
+            .call(
+                "update_task",
+                json!({"task_id": id, "body": format!("v{n}")}),
+            )
+            .await;
+    }
+    let current = |v: &Value| {
+        v["tasks"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["id"] == json!(id) && t["body"] == "v5"))
+    };
+    for r in &mut streams {
+        let board = tokio::time::timeout(Duration::from_secs(30), board_until(r, current))
+            .await
+            .expect("a current board");
+        assert_eq!(board["room"], "lobby");
+    }
+}

@@ -12,7 +12,9 @@
 //! the database). A keep-alive comment goes out every 15 s. Streams never
 //! move cursors, and all of them end when the server shuts down.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -43,6 +45,33 @@ const PAGE: i64 = 500;
 const MAX_TAIL: i64 = 1000;
 /// How many closed tasks a `board` event carries besides the open ones.
 const CLOSED_SHOWN: i64 = 30;
+
+/// Each room's `board` snapshot, built once per change and shared by every
+/// stream of the room: with many streams open, a board change costs one
+/// read of the board and one serialization, not one per stream.
+#[derive(Default)]
+pub struct Boards {
+    rooms: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Snapshot>>>>>,
+}
+
+/// A built `board` event body, and the newest event of the room it shows.
+struct Snapshot {
+    as_of: i64,
+    data: Arc<str>,
+}
+
+impl Boards {
+    /// The room's slot; streams of one room build under its lock, so one
+    /// builds and the others take what it built.
+    fn slot(&self, room: &str) -> Arc<tokio::sync::Mutex<Option<Snapshot>>> {
+        let mut rooms = self.rooms.lock().expect("boards lock");
+        // Rooms no stream holds any more are dropped on the way.
+        if rooms.len() > 64 {
+            rooms.retain(|_, slot| Arc::strong_count(slot) > 1);
+        }
+        rooms.entry(room.to_owned()).or_default().clone()
+    }
+}
 
 #[derive(Deserialize)]
 pub struct StreamParams {
@@ -95,6 +124,7 @@ pub async fn stream(
     let (tx, rx) = mpsc::channel(256);
     let feed = Feed {
         core: s.core.clone(),
+        boards: s.boards.clone(),
         call: Call::new(api.caller.clone(), "v1:stream"),
         slot,
         room,
@@ -139,6 +169,7 @@ type Step<T = ()> = std::result::Result<T, Stop>;
 /// One stream's producer: replays, then follows the bus.
 struct Feed {
     core: Core,
+    boards: Arc<Boards>,
     call: Call,
     /// The stream's place among its token's; signals a revocation.
     slot: Slot,
@@ -332,8 +363,8 @@ impl Feed {
     /// Sends `board` and `files` if something changed them.
     async fn flush_snapshots(&mut self) -> Step {
         if std::mem::take(&mut self.board_dirty) {
-            let board = self.board().await?;
-            self.send("board", None, board).await?;
+            let board = self.shared_board().await?;
+            self.send_text("board", &board).await?;
         }
         if std::mem::take(&mut self.files_dirty) {
             let (_, files) = self
@@ -344,6 +375,27 @@ impl Feed {
             self.send("files", None, body).await?;
         }
         Ok(())
+    }
+
+    /// The room's board as of at least the newest event this stream has
+    /// delivered: the shared snapshot when it is that fresh, else built now
+    /// (once, for every stream of the room waiting on it).
+    async fn shared_board(&self) -> Result<Arc<str>> {
+        let slot = self.boards.slot(&self.room);
+        let mut snapshot = slot.lock().await;
+        if let Some(s) = snapshot.as_ref()
+            && s.as_of >= self.delivered
+        {
+            return Ok(s.data.clone());
+        }
+        // Read before the board, so the board shows at least this event.
+        let as_of = self.core.store.latest_event_id(&self.room).await?;
+        let data: Arc<str> = self.board().await?.to_string().into();
+        *snapshot = Some(Snapshot {
+            as_of,
+            data: data.clone(),
+        });
+        Ok(data)
     }
 
     /// Open tasks (through the domain, so lapsed leases are applied), and
@@ -374,6 +426,12 @@ impl Feed {
             )
             .await?;
         Ok(json!({"room": self.room, "count": tasks.len(), "tasks": tasks, "closed": closed}))
+    }
+
+    /// Sends an event whose data is already serialized.
+    async fn send_text(&self, name: &str, data: &str) -> Step {
+        let event = SseEvent::default().event(name).data(data);
+        self.tx.send(event).await.map_err(|_| Stop::Gone)
     }
 
     async fn send(&self, name: &str, id: Option<i64>, data: Value) -> Step {
