@@ -402,6 +402,18 @@ async fn a_revoked_parked_wait_ends_with_nothing_new() {
     assert!(r.is_error, "{}", r.body);
     assert_eq!(r.code(), "unauthorized", "{}", r.body);
     assert!(r.body.get("hint").is_none(), "{}", r.body);
+    // Presence drops the revoked agent.
+    let agents = alice.call("list_agents", json!({})).await;
+    let names: Vec<&str> = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["agent"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"alice") && !names.contains(&"bob"),
+        "{agents}"
+    );
 
     let wait = park_waits(&carol, 1).await.pop().unwrap();
     until_capped(&carol).await;

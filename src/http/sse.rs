@@ -10,7 +10,11 @@
 //! replays only the last N of each. Replays come from the database, then the
 //! stream follows the in-process event bus (a lagging stream re-reads from
 //! the database). A keep-alive comment goes out every 15 s. Streams never
-//! move cursors, and all of them end when the server shuts down.
+//! move cursors, and all of them end when the server shuts down. A stream
+//! counts against its token's `CHATROOM_MAX_STREAMS_PER_TOKEN` (`429` past
+//! it) and ends with an `unauthorized` `error` event within a second of the
+//! token's revocation ([`auth::streams`](crate::auth::streams)). The
+//! `board` snapshot is built once per room and change ([`Boards`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
