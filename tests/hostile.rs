@@ -613,3 +613,32 @@ async fn shared_board_snapshots_follow_every_change() {
         assert_eq!(board["room"], "lobby");
     }
 }
+
+/// On PostgreSQL, a token revoked through another replica's database
+/// handle ends the streams this replica holds for it (each replica's
+/// watcher reads the shared token list). Runs with `CHATROOM_TEST_PG_URL`.
+#[tokio::test]
+async fn a_revocation_on_one_replica_ends_streams_on_another() {
+    let a = TestServer::start().await;
+    if !a.on_postgres() {
+        eprintln!("skipped: set CHATROOM_TEST_PG_URL to run it");
+        return;
+    }
+    let b = a.replica().await;
+    let bob = a.agent("bob", "lobby").await;
+    let mut stream = open_stream(&b.url, &bob.token).await;
+    assert_eq!(stream.status(), 200);
+    let mut seen = String::new();
+    while !seen.contains("event: ready") {
+        let chunk = stream.chunk().await.unwrap().expect("ready");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let n = chatroom::domain::tokens::revoke(a.store.as_ref(), "bob")
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let rest = tokio::time::timeout(Duration::from_secs(60), read_to_end(stream))
+        .await
+        .expect("the revoked stream ended");
+    assert!(rest.contains("unauthorized"), "{rest}");
+}
