@@ -95,6 +95,11 @@ async fn stalled_anonymous_bodies_cost_no_memory() {
         }
     }
     let during = server.rss();
+    println!(
+        "{answered} of {STALLED} stalled anonymous requests answered, RSS {:.1} -> {:.1} MiB",
+        before as f64 / MIB as f64,
+        during as f64 / MIB as f64
+    );
     assert!(answered > 0, "no stalled request was answered");
     // What the bodies sent would take in memory, were they read.
     let bodies = (STALLED * SENT) as u64;
@@ -197,6 +202,10 @@ async fn stalled_bodies_share_one_budget_and_give_it_back() {
         "the budget did not come back after the sockets closed"
     );
     let after = server.rss();
+    println!(
+        "RSS after the sockets closed: {:.1} MiB",
+        after as f64 / MIB as f64
+    );
     assert!(
         after < before + 48 * MIB,
         "RSS after the sockets closed: {:.1} MiB (before {:.1})",
