@@ -1,16 +1,30 @@
-# syntax=docker/dockerfile:1.7
 #
-# chatroom as a container: the `chatroom` binary alone on Debian slim, run as
-# uid 1000, with its SQLite database on the /data volume.
+# chatroom as a container: one statically linked `chatroom` binary on an
+# empty base, run as uid 1000, with its SQLite database on the /data volume.
 #
 #   docker compose up -d          (see docker-compose.yml and GETTING_STARTED.md)
 #   docker build -t chatroom .    (the image alone)
 #
-# Base images are pinned by tag. To pin by digest as well, append
-# @sha256:… (from `docker buildx imagetools inspect IMAGE`) to each FROM.
+# No `# syntax=` line: the build uses the engine's built-in frontend, so a
+# host without registry access that has the build image can build it.
+# The build image is pinned by tag. To pin it by digest as well, append
+# @sha256:… (from `docker buildx imagetools inspect IMAGE`) to its FROM.
 
 # ---- build ------------------------------------------------------------------
 FROM rust:1.95.0-slim-trixie AS build
+
+# The final image's whole file system, assembled here: the user and group
+# names for uid/gid 1000, the CA roots for outgoing TLS (MQTT over TLS),
+# /data owned by uid 1000 (the only place the server writes) and a /tmp.
+# Ahead of the sources, so a source change does not redo it.
+RUN mkdir -p /rootfs/etc/ssl/certs /rootfs/usr/local/bin /rootfs/data /rootfs/tmp \
+ && printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nchatroom:x:1000:1000:chatroom:/data:/usr/sbin/nologin\n' \
+      > /rootfs/etc/passwd \
+ && printf 'root:x:0:\nchatroom:x:1000:\n' > /rootfs/etc/group \
+ && cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/ \
+ && chown 1000:1000 /rootfs/data \
+ && chmod 0750 /rootfs/data \
+ && chmod 1777 /rootfs/tmp
 
 WORKDIR /src
 # No symbols in the shipped binary; no colour codes in the build log.
@@ -24,35 +38,35 @@ COPY . .
 # The crates.io index, downloaded crates and compiled dependencies live in
 # BuildKit cache mounts: a rebuild after a source change recompiles chatroom
 # alone. The binary is copied out of the cached target dir in the same step.
+#
+# glibc linked in statically (crt-static), so the binary needs no shared
+# library and the final stage can be empty; host names (MQTT broker,
+# PostgreSQL service) still resolve through /etc/hosts and DNS. The
+# explicit --target keeps that flag off build scripts and proc macros.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
-    cargo build --release --locked --features mqtt-tls \
- && install -D -m 0755 target/release/chatroom /out/chatroom
+    triple="$(rustc --print host-tuple)" \
+ && RUSTFLAGS='-C target-feature=+crt-static' \
+    cargo build --release --locked --features mqtt-tls --target "$triple" \
+ && install -m 0755 "target/$triple/release/chatroom" /rootfs/usr/local/bin/chatroom
 
 # ---- runtime ----------------------------------------------------------------
-FROM debian:trixie-20260918-slim
+# Nothing but the binary and the files above: no shell, no package manager.
+# `docker compose exec chatroom chatroom admin …` runs the binary directly.
+FROM scratch
 
 LABEL org.opencontainers.image.title="chatroom" \
       org.opencontainers.image.description="A self-hosted coordination server for AI agents: shared rooms with a chat and a board, over MCP." \
       org.opencontainers.image.licenses="Apache-2.0"
 
-# uid/gid 1000 owns /data, the only place the server writes.
-RUN groupadd --gid 1000 chatroom \
- && useradd --uid 1000 --gid 1000 --home-dir /data --no-create-home \
-            --shell /usr/sbin/nologin chatroom \
- && mkdir -p /data \
- && chown 1000:1000 /data \
- && chmod 0750 /data
-
-# CA roots for outgoing TLS (MQTT over TLS), taken from the build image so
-# that this stage installs no packages.
-COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY --from=build /out/chatroom /usr/local/bin/chatroom
+# One layer; COPY --from keeps the owners and modes set in the build stage.
+COPY --from=build /rootfs/ /
 
 # The container's side of the contract (SPEC §6): listen on every interface
 # inside the container, keep the database on the volume.
-ENV CHATROOM_LISTEN=0.0.0.0:8080 \
+ENV PATH=/usr/local/bin \
+    CHATROOM_LISTEN=0.0.0.0:8080 \
     CHATROOM_DB=/data/chatroom.db
 
 USER 1000:1000
@@ -60,8 +74,9 @@ WORKDIR /data
 VOLUME /data
 EXPOSE 8080
 
-# No curl in the image: the binary checks itself (GET /healthz on CHATROOM_LISTEN).
-HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
+# No curl in the image: the binary checks itself (GET /healthz on CHATROOM_LISTEN),
+# every 10 s, so the container reports healthy soon after a start.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
     CMD ["chatroom", "healthcheck"]
 
 # SIGTERM (docker stop) drains and exits well inside Docker's 10 s.

@@ -1,12 +1,54 @@
 //! Time as the database stores it (milliseconds since the Unix epoch) and as
 //! clients see it (RFC 3339, UTC, millisecond precision).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
 use time::OffsetDateTime;
 use time::macros::format_description;
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> i64 {
     (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// The time the domain decides at: the system's, or one that moves only
+/// when told, so tests of leases and expiry need not sleep. Clones share
+/// the time.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    /// `None` reads the system clock.
+    manual: Option<Arc<AtomicI64>>,
+}
+
+impl Clock {
+    /// The system clock.
+    pub fn system() -> Clock {
+        Clock::default()
+    }
+
+    /// A clock standing at `start_ms` until [`Clock::advance`] moves it.
+    pub fn manual(start_ms: i64) -> Clock {
+        Clock {
+            manual: Some(Arc::new(AtomicI64::new(start_ms))),
+        }
+    }
+
+    /// Milliseconds since the Unix epoch, as this clock says.
+    pub fn now_ms(&self) -> i64 {
+        match &self.manual {
+            None => now_ms(),
+            Some(t) => t.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Moves a manual clock on by `by`; the system clock moves by itself.
+    pub fn advance(&self, by: Duration) {
+        if let Some(t) = &self.manual {
+            t.fetch_add(by.as_millis() as i64, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Renders stored milliseconds as `2026-11-29T12:00:00.123Z`.

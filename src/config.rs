@@ -36,6 +36,12 @@ pub struct Config {
     pub public_url: Option<String>,
     pub public_hosts: Vec<String>,
     pub lan_url: Option<String>,
+    /// OAuth 2.1 sign-in for apps that cannot send a header (SPEC §2a).
+    pub oauth: bool,
+    /// How long an OAuth access token lives.
+    pub oauth_access_ttl: Duration,
+    /// How long an OAuth refresh token (and so a grant left unused) lives.
+    pub oauth_refresh_ttl: Duration,
     pub max_wait: Duration,
     pub max_file_bytes: usize,
     pub prune: bool,
@@ -104,6 +110,9 @@ pub const VARIABLES: &[&str] = &[
     "CHATROOM_MAX_FILE_BYTES",
     "CHATROOM_PRUNE",
     "CHATROOM_PRUNE_INTERVAL",
+    "CHATROOM_OAUTH",
+    "CHATROOM_OAUTH_ACCESS_TTL",
+    "CHATROOM_OAUTH_REFRESH_DAYS",
     "CHATROOM_MQTT_HOST",
     "CHATROOM_MQTT_PORT",
     "CHATROOM_MQTT_USER",
@@ -124,10 +133,342 @@ pub const DEFAULT_ORIGINS: &[&str] =
 #[error("invalid configuration:\n{}", .0.join("\n"))]
 pub struct ConfigError(pub Vec<String>);
 
-/// Loads `.env` (when present) into the process environment without
-/// overriding variables that are already set.
-pub fn load_dotenv() {
-    let _ = dotenvy::dotenv();
+/// Variables of the compose files (published address and port).
+pub const COMPOSE_VARIABLES: &[&str] = &["CHATROOM_BIND", "CHATROOM_PORT"];
+
+/// Variables of the agent-side commands (SPEC §8): hook, watch, worker.
+/// `WORKER_*` ones are checked by the worker itself.
+pub const CLIENT_VARIABLES: &[&str] = &[
+    "CHATROOM_URL",
+    "CHATROOM_TOKEN",
+    "CHATROOM_ROOM",
+    "CHATROOM_HOOK_DEBUG",
+    "CHATROOM_HOOK_STATE_DIR",
+];
+
+/// Where the agent-side commands look for the server when `CHATROOM_URL`
+/// is unset: the server's own default listen address.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+
+/// Whether `name` is a `CHATROOM_*` variable some part of chatroom reads
+/// (the tests' `CHATROOM_TEST_*` included).
+pub fn is_known_variable(name: &str) -> bool {
+    VARIABLES.contains(&name)
+        || COMPOSE_VARIABLES.contains(&name)
+        || CLIENT_VARIABLES.contains(&name)
+        || name.starts_with("CHATROOM_TEST_")
+}
+
+/// What reading `.env` found: the values it set and what was wrong with it.
+#[derive(Debug, Default, Clone)]
+pub struct DotEnv {
+    /// The file read (`.env` in the working directory), when it exists.
+    pub path: Option<std::path::PathBuf>,
+    /// Every variable the file sets, last line winning: name → (value, line).
+    pub values: std::collections::BTreeMap<String, (String, usize)>,
+    /// Duplicate, unparsable and unknown lines, each naming its line number.
+    pub warnings: Vec<String>,
+}
+
+/// Where a setting's value comes from, as `chatroom doctor` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The process environment (which wins over `.env`).
+    Environment,
+    /// `.env`, at this line.
+    DotEnv(usize),
+    /// Neither: the built-in default.
+    Default,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Environment => f.write_str("environment"),
+            Source::DotEnv(line) => write!(f, ".env line {line}"),
+            Source::Default => f.write_str("default"),
+        }
+    }
+}
+
+static DOTENV: std::sync::OnceLock<DotEnv> = std::sync::OnceLock::new();
+
+/// Reads `.env` from the working directory (when present) into the process
+/// environment, never overriding a variable that is already set. Call it
+/// once, before any thread starts; later calls return the first reading.
+pub fn load_dotenv() -> &'static DotEnv {
+    DOTENV.get_or_init(|| {
+        let path = std::path::Path::new(".env");
+        let text = match std::fs::read(path) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return DotEnv::default(),
+            Err(e) => {
+                return DotEnv {
+                    warnings: vec![format!(".env: cannot read it: {e}")],
+                    ..DotEnv::default()
+                };
+            }
+        };
+        let mut dotenv = parse_dotenv(&text, |name| std::env::var(name).ok());
+        dotenv.path = Some(std::env::current_dir().unwrap_or_default().join(".env"));
+        // The values are already parsed and interpolated; hand them to
+        // dotenvy (which sets the environment) in a form it reads verbatim.
+        let mut clean = String::new();
+        for (name, (value, _)) in &dotenv.values {
+            if std::env::var_os(name).is_none() {
+                let escaped = value
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('$', "\\$")
+                    .replace('\n', "\\n");
+                clean.push_str(&format!("{name}=\"{escaped}\"\n"));
+            }
+        }
+        if let Err(e) = dotenvy::from_read(std::io::Cursor::new(clean)) {
+            dotenv.warnings.push(format!(".env: cannot apply it: {e}"));
+        }
+        dotenv
+    })
+}
+
+/// Where `name`'s value comes from in this process.
+pub fn source_of(name: &str) -> Source {
+    let dotenv = load_dotenv();
+    match dotenv.values.get(name) {
+        // Set by .env only when the environment did not have it already.
+        Some((value, line)) if std::env::var(name).ok().as_deref() == Some(value.as_str()) => {
+            Source::DotEnv(*line)
+        }
+        _ if std::env::var_os(name).is_some() => Source::Environment,
+        _ => Source::Default,
+    }
+}
+
+/// Parses the text of a `.env` file the way docker compose does: `NAME=value`
+/// lines (optionally after `export `), `#` comments (inline ones after a
+/// space when the value is unquoted), single quotes literal, double quotes
+/// with `\` escapes, `${NAME}`, `${NAME:-default}` and `$NAME` expanded in
+/// unquoted and double-quoted values (from `env`, then earlier lines), and
+/// the last line for a variable winning. A line that cannot be read is
+/// warned about and skipped; the lines after it still count.
+pub fn parse_dotenv(text: &str, env: impl Fn(&str) -> Option<String>) -> DotEnv {
+    let mut out = DotEnv::default();
+    for (index, raw) in text.lines().enumerate() {
+        let n = index + 1;
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line
+            .strip_prefix("export ")
+            .map(str::trim_start)
+            .unwrap_or(line);
+        let Some((name, rest)) = line.split_once('=') else {
+            out.warnings.push(format!(
+                ".env line {n}: not NAME=value, ignored: {}",
+                shorten(line)
+            ));
+            continue;
+        };
+        let name = name.trim();
+        let name_ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if !name_ok {
+            out.warnings.push(format!(
+                ".env line {n}: {:?} is not a variable name, line ignored",
+                shorten(name)
+            ));
+            continue;
+        }
+        let lookup = |var: &str| env(var).or_else(|| out.values.get(var).map(|(v, _)| v.clone()));
+        let value = match dotenv_value(rest.trim_start(), &lookup) {
+            Ok(v) => v,
+            Err(why) => {
+                out.warnings
+                    .push(format!(".env line {n}: {name}: {why}, line ignored"));
+                continue;
+            }
+        };
+        if name.starts_with("CHATROOM_") && !is_known_variable(name) {
+            let hint = closest(name)
+                .map(|c| format!(" (did you mean {c}?)"))
+                .unwrap_or_default();
+            out.warnings.push(format!(
+                ".env line {n}: {name} is not a chatroom setting{hint}; it has no effect"
+            ));
+        }
+        if let Some((_, first)) = out.values.get(name) {
+            out.warnings.push(format!(
+                ".env line {n}: {name} is set again (also on line {first}); the last line wins, as in docker compose"
+            ));
+        }
+        out.values.insert(name.to_owned(), (value, n));
+    }
+    out
+}
+
+/// One value of a `.env` line (the text after `=`).
+fn dotenv_value(rest: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let after_quote = |tail: &str| -> Result<(), String> {
+        let tail = tail.trim();
+        if tail.is_empty() || tail.starts_with('#') {
+            Ok(())
+        } else {
+            Err(format!("text after the closing quote: {}", shorten(tail)))
+        }
+    };
+    if let Some(body) = rest.strip_prefix('\'') {
+        let end = body
+            .find('\'')
+            .ok_or("the single quote is not closed on this line")?;
+        after_quote(&body[end + 1..])?;
+        return Ok(body[..end].to_owned());
+    }
+    if let Some(body) = rest.strip_prefix('"') {
+        let mut value = String::new();
+        let mut chars = body.char_indices();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '"' => {
+                    after_quote(&body[i + 1..])?;
+                    return expand(&value, lookup);
+                }
+                '\\' => match chars.next().map(|(_, e)| e) {
+                    Some('n') => value.push('\n'),
+                    Some('t') => value.push('\t'),
+                    Some('$') => value.push_str("$$"),
+                    Some(e) => value.push(e),
+                    None => break,
+                },
+                '$' => value.push('$'),
+                c => value.push(c),
+            }
+        }
+        return Err("the double quote is not closed on this line".into());
+    }
+    // Unquoted: a comment starts at a `#` after whitespace.
+    let mut end = rest.len();
+    let bytes = rest.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'#' && (i == 0 || bytes[i - 1].is_ascii_whitespace()) {
+            end = i;
+            break;
+        }
+    }
+    expand(rest[..end].trim(), lookup)
+}
+
+/// Expands `${NAME}`, `${NAME:-default}`, `${NAME-default}` and `$NAME`;
+/// `$$` stands for a literal `$`.
+fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + 1..];
+        if let Some(tail) = rest.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(tail) = rest.strip_prefix('{') {
+            let close = tail.find('}').ok_or("a ${ is not closed")?;
+            let inner = &tail[..close];
+            let (name, default, if_empty) = match inner.split_once(":-") {
+                Some((n, d)) => (n, Some(d), true),
+                None => match inner.split_once('-') {
+                    Some((n, d)) => (n, Some(d), false),
+                    None => (inner, None, false),
+                },
+            };
+            let value = lookup(name);
+            let value = match (value, default) {
+                (Some(v), Some(d)) if if_empty && v.is_empty() => d.to_owned(),
+                (Some(v), _) => v,
+                (None, Some(d)) => d.to_owned(),
+                (None, None) => String::new(),
+            };
+            out.push_str(&value);
+            rest = &tail[close + 1..];
+        } else {
+            let len = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            if len == 0 {
+                out.push('$');
+            } else {
+                out.push_str(&lookup(&rest[..len]).unwrap_or_default());
+            }
+            rest = &rest[len..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The known variable nearest to a misspelt one, when it is near enough.
+fn closest(name: &str) -> Option<&'static str> {
+    let distance = |a: &str, b: &str| {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut prev = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let cur = row[j + 1];
+                row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+                prev = cur;
+            }
+        }
+        row[b.len()]
+    };
+    VARIABLES
+        .iter()
+        .chain(COMPOSE_VARIABLES)
+        .chain(CLIENT_VARIABLES)
+        .map(|v| (distance(name, v), *v))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+        .map(|(_, v)| v)
+}
+
+/// A line or value cut to a readable length for a warning.
+fn shorten(text: &str) -> String {
+    let mut s: String = text.chars().take(60).collect();
+    if s.len() < text.len() {
+        s.push('…');
+    }
+    s
+}
+
+/// The tracing filter for a `CHATROOM_LOG` value: a bare level applies to
+/// our crate (the SDK's per-request chatter stays at `warn`); anything else
+/// must be a filter whose every directive ends in a level, so that a typo
+/// (`warning`, `inf`) stops the start instead of silencing the log.
+pub fn log_directives(value: &str) -> Result<String, String> {
+    const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
+    let value = value.trim();
+    let lower = value.to_ascii_lowercase();
+    if LEVELS.contains(&lower.as_str()) {
+        return Ok(format!(
+            "warn,chatroom={lower},tower_http={lower},rmcp=warn"
+        ));
+    }
+    for directive in split_list(value) {
+        let level = match directive.rsplit_once('=') {
+            Some((_, level)) => level,
+            None => directive,
+        };
+        if !LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "expected a level (error, warn, info, debug, trace, off) or a filter such as info,tower_http=debug; {directive:?} does not end in a level"
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::builder()
+        .parse(value)
+        .map(|_| value.to_owned())
+        .map_err(|e| format!("not a log filter ({e}); e.g. info or info,tower_http=debug"))
 }
 
 /// Reads the process environment into a map, so that parsing is testable.
@@ -202,6 +543,9 @@ impl Config {
             .map(|v| split_list(&v).map(|h| h.to_ascii_lowercase()).collect())
             .unwrap_or_default();
         let lan_url = r.url("CHATROOM_LAN_URL");
+        let oauth = r.switch("CHATROOM_OAUTH", true);
+        let oauth_access_ttl = r.number("CHATROOM_OAUTH_ACCESS_TTL", 3600u64, 1, 7 * 86_400);
+        let oauth_refresh_days = r.number("CHATROOM_OAUTH_REFRESH_DAYS", 30u64, 1, 3_650);
         let max_wait = r.number("CHATROOM_MAX_WAIT_S", 90u64, 1, 3_600);
         let max_file_bytes = r.number("CHATROOM_MAX_FILE_BYTES", 1_048_576usize, 1, 1 << 30);
         let prune = r.switch("CHATROOM_PRUNE", true);
@@ -231,6 +575,9 @@ impl Config {
             r.bad("CHATROOM_MQTT_TLS", crate::mqtt::NO_TLS);
         }
         let log_filter = r.string("CHATROOM_LOG").unwrap_or_else(|| "info".into());
+        if let Err(why) = log_directives(&log_filter) {
+            r.bad("CHATROOM_LOG", &why);
+        }
         let log_json = match r.string("CHATROOM_LOG_FORMAT").as_deref() {
             None | Some("text") => false,
             Some("json") => true,
@@ -262,6 +609,9 @@ impl Config {
             public_url,
             public_hosts,
             lan_url,
+            oauth,
+            oauth_access_ttl: Duration::from_secs(oauth_access_ttl),
+            oauth_refresh_ttl: Duration::from_secs(oauth_refresh_days * 86_400),
             max_wait: Duration::from_secs(max_wait),
             max_file_bytes,
             prune,
@@ -280,6 +630,89 @@ impl Config {
             Some(url) => url.clone(),
             None => format!("sqlite://{}", self.db_path),
         }
+    }
+
+    /// The effective value of every setting, as `serve` logs it at start and
+    /// `chatroom doctor` shows it. Secrets never appear: a password in the
+    /// database URL and the MQTT user and password print as `***`.
+    pub fn effective(&self) -> Vec<(&'static str, String)> {
+        let switch = |b: bool| if b { "on" } else { "off" }.to_owned();
+        let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+        let mut out = vec![
+            ("CHATROOM_LISTEN", self.listen.to_string()),
+            ("CHATROOM_DB", self.db_path.clone()),
+            (
+                "CHATROOM_DATABASE_URL",
+                self.database_url
+                    .as_deref()
+                    .map(redact_url)
+                    .unwrap_or_default(),
+            ),
+            (
+                "CHATROOM_ALLOWED_HOSTS",
+                match &self.allowed_hosts {
+                    Some(rules) => rules
+                        .iter()
+                        .map(HostRule::display)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    None => "(any: DNS-rebinding protection is off)".into(),
+                },
+            ),
+            ("CHATROOM_ALLOWED_ORIGINS", self.allowed_origins.join(",")),
+            (
+                "CHATROOM_DNS_REBIND_PROTECTION",
+                switch(self.allowed_hosts.is_some()),
+            ),
+            ("CHATROOM_TRUST_PROXY", switch(self.trust_proxy)),
+            ("CHATROOM_AUTH_FAIL_LIMIT", self.auth_fail_limit.to_string()),
+            (
+                "CHATROOM_AUTH_FAIL_WINDOW",
+                self.auth_fail_window.as_secs().to_string(),
+            ),
+            (
+                "CHATROOM_RATE_LIMIT_PER_MINUTE",
+                self.rate_limit_per_minute.to_string(),
+            ),
+            ("CHATROOM_ENABLE_UI", switch(self.enable_ui)),
+            ("CHATROOM_ADMIN_API", switch(self.admin_api)),
+            ("CHATROOM_CONSOLE_LAN_ONLY", switch(self.console_lan_only)),
+            ("CHATROOM_PUBLIC_URL", opt(&self.public_url)),
+            ("CHATROOM_PUBLIC_HOSTS", self.public_hosts.join(",")),
+            ("CHATROOM_LAN_URL", opt(&self.lan_url)),
+            ("CHATROOM_MAX_WAIT_S", self.max_wait.as_secs().to_string()),
+            ("CHATROOM_MAX_FILE_BYTES", self.max_file_bytes.to_string()),
+            ("CHATROOM_PRUNE", switch(self.prune)),
+            (
+                "CHATROOM_PRUNE_INTERVAL",
+                self.prune_interval.as_secs().to_string(),
+            ),
+        ];
+        match &self.mqtt {
+            None => out.push(("CHATROOM_MQTT_HOST", String::new())),
+            Some(m) => out.extend([
+                ("CHATROOM_MQTT_HOST", m.host.clone()),
+                ("CHATROOM_MQTT_PORT", m.port.to_string()),
+                // The user name is half of the credential: never shown either.
+                (
+                    "CHATROOM_MQTT_USER",
+                    if m.user.is_some() { "***" } else { "" }.to_owned(),
+                ),
+                (
+                    "CHATROOM_MQTT_PASS",
+                    if m.pass.is_some() { "***" } else { "" }.to_owned(),
+                ),
+                ("CHATROOM_MQTT_PREFIX", m.prefix.clone()),
+                ("CHATROOM_MQTT_TLS", switch(m.tls)),
+                ("CHATROOM_MQTT_HA_DISCOVERY", switch(m.ha_discovery)),
+            ]),
+        }
+        out.push(("CHATROOM_LOG", self.log_filter.clone()));
+        out.push((
+            "CHATROOM_LOG_FORMAT",
+            if self.log_json { "json" } else { "text" }.to_owned(),
+        ));
+        out
     }
 
     /// A configuration for tests: loopback, no throttles, an explicit database.
@@ -304,6 +737,14 @@ fn default_proxies() -> Vec<ipnet::IpNet> {
     .iter()
     .map(|c| c.parse().expect("a valid CIDR"))
     .collect()
+}
+
+/// A URL with its password (anything before `@`) replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://***{}", &url[..s], &url[at..]),
+        _ => url.to_owned(),
+    }
 }
 
 /// Splits a comma-separated list, dropping blanks.
@@ -461,5 +902,131 @@ mod tests {
         ]))
         .unwrap();
         assert!(!format!("{c:?}").contains("hunter2"));
+    }
+
+    fn dotenv(text: &str) -> DotEnv {
+        parse_dotenv(text, |name| (name == "FROM_ENV").then(|| "env".to_owned()))
+    }
+
+    fn value(d: &DotEnv, name: &str) -> Option<String> {
+        d.values.get(name).map(|(v, _)| v.clone())
+    }
+
+    /// The last line for a variable wins, as in docker compose, and the
+    /// duplicate is warned about with both line numbers.
+    #[test]
+    fn dotenv_last_line_wins_with_a_warning() {
+        let d = dotenv(
+            "CHATROOM_ALLOWED_HOSTS=localhost\n# a comment\nCHATROOM_ALLOWED_HOSTS=box,localhost\n",
+        );
+        assert_eq!(
+            value(&d, "CHATROOM_ALLOWED_HOSTS").as_deref(),
+            Some("box,localhost")
+        );
+        assert_eq!(d.values["CHATROOM_ALLOWED_HOSTS"].1, 3);
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+        assert!(
+            d.warnings[0].contains("line 3") && d.warnings[0].contains("line 1"),
+            "{:?}",
+            d.warnings
+        );
+    }
+
+    /// A line that cannot be read is named by number and skipped; the lines
+    /// after it still count.
+    #[test]
+    fn dotenv_bad_line_does_not_drop_the_rest() {
+        let d = dotenv(
+            "CHATROOM_LOG=debug\nCHATROOM_DB=\"unclosed\nnot a line\n9X=1\nCHATROOM_LISTEN=0.0.0.0:9000\n",
+        );
+        assert_eq!(value(&d, "CHATROOM_LOG").as_deref(), Some("debug"));
+        assert_eq!(
+            value(&d, "CHATROOM_LISTEN").as_deref(),
+            Some("0.0.0.0:9000")
+        );
+        assert!(value(&d, "CHATROOM_DB").is_none());
+        let joined = d.warnings.join("\n");
+        for n in ["line 2", "line 3", "line 4"] {
+            assert!(joined.contains(n), "{joined}");
+        }
+        assert_eq!(d.warnings.len(), 3, "{joined}");
+    }
+
+    /// Unknown CHATROOM_* names are warned about with the nearest known
+    /// one; other programs' variables are not.
+    #[test]
+    fn dotenv_unknown_names_are_warned_about() {
+        let d = dotenv(
+            "CHATROOM_ALLOWED_HOST=box\nPOSTGRES_PASSWORD=x\nCHATROOM_TEST_PG_URL=y\nCHATROOM_PORT=8080\n",
+        );
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+        assert!(
+            d.warnings[0].contains("line 1") && d.warnings[0].contains("CHATROOM_ALLOWED_HOSTS"),
+            "{:?}",
+            d.warnings
+        );
+    }
+
+    /// Quotes, inline comments, `export` and interpolation read as compose
+    /// reads them.
+    #[test]
+    fn dotenv_values_read_as_compose_reads_them() {
+        let d = dotenv(concat!(
+            "export A=plain # comment\n",
+            "B='single $A # kept'\n",
+            "C=\"double $A \\\"q\\\" \\$A\" # comment\n",
+            "D=${FROM_ENV}-${MISSING:-fallback}-$A\n",
+            "E=a#b\n",
+            "F=\n",
+        ));
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        assert_eq!(value(&d, "A").as_deref(), Some("plain"));
+        assert_eq!(value(&d, "B").as_deref(), Some("single $A # kept"));
+        assert_eq!(value(&d, "C").as_deref(), Some("double plain \"q\" $A"));
+        assert_eq!(value(&d, "D").as_deref(), Some("env-fallback-plain"));
+        assert_eq!(value(&d, "E").as_deref(), Some("a#b"));
+        assert_eq!(value(&d, "F").as_deref(), Some(""));
+    }
+
+    /// `CHATROOM_LOG` takes a level in any case or a filter whose every
+    /// directive ends in a level; a typo is named at start.
+    #[test]
+    fn log_filter_is_validated() {
+        for good in [
+            "info",
+            "DEBUG",
+            "off",
+            "info,tower_http=debug",
+            "chatroom::mcp=trace",
+        ] {
+            assert!(log_directives(good).is_ok(), "{good}");
+        }
+        for bad in ["warning", "inf", "info,tower_http=loud", "chatroom"] {
+            assert!(log_directives(bad).is_err(), "{bad}");
+        }
+        let err = Config::from_map(&vars(&[("CHATROOM_LOG", "warning")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("CHATROOM_LOG") && err.contains("warning"),
+            "{err}"
+        );
+    }
+
+    /// The settings `serve` logs at start never show a secret.
+    #[test]
+    fn effective_settings_hide_secrets() {
+        let c = Config::from_map(&vars(&[
+            ("CHATROOM_DATABASE_URL", "postgres://u:hunter2@db:5432/c"),
+            ("CHATROOM_MQTT_HOST", "broker"),
+            ("CHATROOM_MQTT_PASS", "hunter3"),
+        ]))
+        .unwrap();
+        let shown = format!("{:?}", c.effective());
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("hunter3"),
+            "{shown}"
+        );
+        assert!(shown.contains("postgres://***@db:5432/c"), "{shown}");
     }
 }

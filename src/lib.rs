@@ -12,8 +12,9 @@
 //! - [`state`]: [`state::AppState`], what every handler shares.
 //! - [`background`]: the loops, the audit writer and the MQTT bridge,
 //!   started and drained in one place.
-//! - [`db`]: the [`db::Store`] trait, its SQLite and PostgreSQL backends.
-//! - [`domain`]: the rules (rooms, tokens, chat, board, files, events), once.
+//! - [`db`]: the SQLite and PostgreSQL backends of the [`domain::store::Store`] port.
+//! - [`domain`]: the rules (rooms, tokens, chat, board, files, events), once,
+//!   with the model they decide on and the storage port (`domain::store`).
 //! - [`auth`]: tokens, the `Caller` extractor, the Host/Origin/bearer layers,
 //!   the failed-auth throttle, and admission (rate limit, audit row).
 //! - [`present`]: every answer's shape (room/agent/event/task JSON, the

@@ -31,8 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{fmt_ts, now_ms};
 use crate::config::MqttConfig;
-use crate::db::{Event, EventFilter};
 use crate::domain::Core;
+use crate::domain::model::{Event, EventFilter};
 use crate::error::Result;
 
 /// Live counters of the bridge; all zero and disconnected when it is off.
@@ -185,8 +185,9 @@ fn tls_transport() -> anyhow::Result<rumqttc::Transport> {
 }
 
 /// Why `CHATROOM_MQTT_TLS=on` cannot work in a build without the feature.
-pub const NO_TLS: &str = "this build has no TLS for MQTT: use a release build or the Docker image \
-     (built with `--features mqtt-tls`), or set CHATROOM_MQTT_TLS=off";
+pub const NO_TLS: &str = "this build has no TLS for MQTT: build with `--features mqtt-tls` \
+     (`cargo install --locked --path . --features mqtt-tls`; the Docker image has it), \
+     or set CHATROOM_MQTT_TLS=off";
 
 /// What the pump and the publisher share.
 struct Shared {
@@ -204,14 +205,16 @@ struct DropLog {
     last: Option<Instant>,
 }
 
+// A poisoned lock is taken over, as everywhere in the server: the queues
+// and sets stay valid after a panic elsewhere.
 impl Shared {
     fn push(&self, event: Arc<Event>) {
         self.dirty
             .lock()
-            .expect("mqtt lock")
+            .unwrap_or_else(|p| p.into_inner())
             .insert(event.room.clone());
         let overflow = {
-            let mut q = self.queue.lock().expect("mqtt lock");
+            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
             q.push_back(event);
             let mut n = 0;
             while q.len() > QUEUE_CAPACITY {
@@ -230,13 +233,16 @@ impl Shared {
     }
 
     fn pop(&self) -> Option<Arc<Event>> {
-        self.queue.lock().expect("mqtt lock").pop_front()
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
     }
 
     /// Counts drops, and says so in the log at most every [`DROP_LOG_EVERY`].
     fn dropped(&self, n: u64, why: &'static str) {
         let total = self.stats.dropped.fetch_add(n, Ordering::Relaxed) + n;
-        let mut log = self.drops.lock().expect("mqtt lock");
+        let mut log = self.drops.lock().unwrap_or_else(|p| p.into_inner());
         log.unreported += n;
         if log.last.is_none_or(|t| t.elapsed() >= DROP_LOG_EVERY) {
             tracing::warn!(dropped = log.unreported, dropped_total = total, "{why}");
@@ -246,11 +252,15 @@ impl Shared {
     }
 
     fn take_dirty(&self) -> BTreeSet<String> {
-        std::mem::take(&mut *self.dirty.lock().expect("mqtt lock"))
+        std::mem::take(&mut *self.dirty.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn has_dirty(&self) -> bool {
-        !self.dirty.lock().expect("mqtt lock").is_empty()
+        !self
+            .dirty
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 }
 
@@ -337,8 +347,8 @@ impl Bridge {
                 changed = conn.changed() => if changed.is_err() { return },
                 _ = self.shared.queued.notified() => {}
                 _ = sweep.tick() => {
-                    if let Ok(rooms) = self.core.store.list_rooms().await {
-                        self.shared.dirty.lock().expect("mqtt lock")
+                    if let Ok(rooms) = self.core.store.list_rooms(self.core.clock.now_ms()).await {
+                        self.shared.dirty.lock().unwrap_or_else(|p| p.into_inner())
                             .extend(rooms.into_iter().map(|r| r.room.name));
                     }
                 }
@@ -353,7 +363,7 @@ impl Bridge {
             .await?;
         // Taken first: a change after this point marks its room again.
         self.shared.take_dirty();
-        let rooms = match self.core.store.list_rooms().await {
+        let rooms = match self.core.store.list_rooms(self.core.clock.now_ms()).await {
             Ok(rooms) => rooms.into_iter().map(|r| r.room.name).collect(),
             Err(e) => {
                 e.log_if_internal();
@@ -537,13 +547,15 @@ pub fn discovery(prefix: &str, room: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// A name as a Home Assistant id (`[A-Za-z0-9_-]`), without collisions: `_`
-/// becomes `__`, any other byte `_xx` in hex.
+/// A name as a Home Assistant id (`[a-z0-9_-]`), without collisions: `_`
+/// becomes `__`, any other byte `_xx` in hex. Capitals are escaped too, so
+/// rooms `projA` and `proja` stay two devices where ids are compared
+/// without regard to case (Home Assistant lower-cases entity ids).
 fn ha_id(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' => out.push(b as char),
+            b'a'..=b'z' | b'0'..=b'9' | b'-' => out.push(b as char),
             b'_' => out.push_str("__"),
             _ => out.push_str(&format!("_{b:02x}")),
         }
@@ -689,6 +701,18 @@ mod tests {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         );
+        // Rooms differing only in case stay apart even once lower-cased.
+        assert_eq!(ha_id("projA"), "proj_41");
+        assert_ne!(ha_id("projA").to_lowercase(), ha_id("proja").to_lowercase());
+    }
+
+    #[test]
+    fn topics_keep_the_room_as_written() {
+        let topics = discovery("chatroom", "projA");
+        for (_, config) in &topics {
+            assert_eq!(config["state_topic"], "chatroom/projA/status");
+            assert_eq!(config["device"]["name"], "chatroom projA");
+        }
     }
 
     #[test]

@@ -11,7 +11,8 @@ use crate::auth::ratelimit::RateLimiter;
 use crate::auth::streams::Streams;
 use crate::auth::throttle::Throttle;
 use crate::config::Config;
-use crate::db::{self, AuditRow};
+use crate::db;
+use crate::domain::model::AuditRow;
 use crate::domain::{Core, Settings};
 
 /// Everything a request handler may need. Cheap to clone.

@@ -6,7 +6,10 @@ mod common;
 use std::collections::{BTreeSet, HashMap};
 
 use base64::Engine as _;
-use chatroom::db::{self, Audit, EventFilter};
+use chatroom::clock::now_ms;
+use chatroom::db;
+use chatroom::domain::chat::message_record;
+use chatroom::domain::model::{EventFilter, Record};
 use common::TestServer;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -126,15 +129,17 @@ async fn backup_refuses_to_overwrite_or_to_invent_a_database() {
 async fn seed(s: &TestServer) -> (Vec<i64>, i64) {
     let alice = s.agent("alice", "lobby").await;
     let bob = s.agent("bob", "lobby").await;
-    let audit = Audit {
-        agent: "alice".into(),
-        tool: "post_message",
-    };
     let mut ids = Vec::new();
     for i in 0..520 {
+        let body = format!("message {i}");
+        let record = message_record(
+            Record::new("alice", Some("post_message"), now_ms()),
+            &body,
+            None,
+        );
         let (m, _) = s
             .store
-            .post_message("lobby", "alice", &format!("message {i}"), None, &[], &audit)
+            .post_message("lobby", &body, None, record)
             .await
             .unwrap();
         ids.push(m.id);

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chatroom::config::MqttConfig;
-use chatroom::db::{self, RoomInfo};
+use chatroom::db;
+use chatroom::domain::model::RoomInfo;
 use chatroom::domain::{rooms, tokens};
 use common::{Grant, McpClient, TestServer, free_port};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
@@ -327,6 +328,29 @@ async fn events_and_status_reach_the_broker() {
     assert_eq!(st["agents_active"], 1);
     assert_eq!(st["last_activity_ts"], c["ts"]);
     assert!(st["ts"].as_str().unwrap().ends_with('Z'));
+    s.stop().await;
+}
+
+/// Rooms named with capitals publish under their name as written, and two
+/// rooms that differ only in case (`projA`, `proja`) keep their own topics.
+#[tokio::test]
+async fn room_names_keep_their_case_in_topics() {
+    let broker = Broker::start().await;
+    let prefix = unique_prefix();
+    let mut sub = Subscriber::connect(broker.port, &format!("{prefix}/#")).await;
+    let s = bridged_server(&broker, &prefix, false).await;
+    let upper = s.agent("alice", "projA").await;
+    let lower = s.agent("bob", "proja").await;
+    upper.call("post_message", json!({"body": "in A"})).await;
+    let m = sub.next_on(&format!("{prefix}/projA/message")).await.json();
+    assert_eq!(m["room"], "projA");
+    assert_eq!(m["actor"], "alice");
+    assert_eq!(m["detail"]["body"], "in A");
+    lower.call("post_message", json!({"body": "in a"})).await;
+    let m = sub.next_on(&format!("{prefix}/proja/message")).await.json();
+    assert_eq!(m["room"], "proja");
+    assert_eq!(m["actor"], "bob");
+    assert_eq!(m["detail"]["body"], "in a");
     s.stop().await;
 }
 

@@ -13,15 +13,10 @@ use std::time::Duration;
 use chatroom::config::{Config, VARIABLES};
 use serde_json::json;
 
-/// Variables `.env.example` may hold besides the server's own: compose's.
-const COMPOSE_VARIABLES: &[&str] = &["CHATROOM_BIND", "CHATROOM_PORT"];
+use chatroom::config::{CLIENT_VARIABLES as CLIENT_ENV, COMPOSE_VARIABLES};
 
 /// Variables of the agent-side commands (SPEC §3 and §8): hook, watch, worker.
-const CLIENT_VARIABLES: &[&str] = &[
-    "CHATROOM_URL",
-    "CHATROOM_TOKEN",
-    "CHATROOM_ROOM",
-    "CHATROOM_HOOK_DEBUG",
+const WORKER_VARIABLES: &[&str] = &[
     "WORKER_MODEL_BASE_URL",
     "WORKER_MODEL_NAME",
     "WORKER_API_KEY",
@@ -32,6 +27,10 @@ const CLIENT_VARIABLES: &[&str] = &[
     "WORKER_MAX_FAILURES",
     "WORKER_ALLOW_INSECURE_HTTP",
 ];
+
+fn is_client_variable(name: &str) -> bool {
+    CLIENT_ENV.contains(&name) || WORKER_VARIABLES.contains(&name)
+}
 
 /// The guides whose commands must be real.
 const GUIDES: &[&str] = &[
@@ -110,7 +109,7 @@ fn env_example_matches_the_config() {
             continue;
         }
         assert!(
-            CLIENT_VARIABLES.contains(name),
+            is_client_variable(name),
             ".env.example has {name}, which neither the server, compose nor an agent-side command reads"
         );
         assert!(
@@ -118,31 +117,28 @@ fn env_example_matches_the_config() {
             "{name} is in .env.example but GETTING_STARTED.md does not document it"
         );
     }
-    // Agent-side settings and secrets stay commented out: they belong on the agent's machine.
-    for (name, _, commented) in &example {
-        if CLIENT_VARIABLES.contains(&name.as_str()) {
-            assert!(
-                commented,
-                "{name} must stay commented out in the server's .env.example"
-            );
-        }
+    for v in CLIENT_ENV.iter().chain(WORKER_VARIABLES) {
+        assert!(named.contains(v), ".env.example lacks {v}");
     }
 }
 
-/// The values `.env.example` sets are the defaults: copying it to `.env`
-/// unchanged starts the same server as no `.env` at all.
+/// `.env.example` sets nothing: every line is commented out (so a line a
+/// guide tells you to add takes effect however the copy is edited), and the
+/// values it shows are the defaults.
 #[test]
-fn env_example_values_are_the_defaults() {
-    let set: HashMap<String, String> = env_lines(&repo_file(".env.example"))
+fn env_example_shows_the_defaults_commented_out() {
+    let lines = env_lines(&repo_file(".env.example"));
+    for (name, _, commented) in &lines {
+        assert!(commented, "{name} must be commented out in .env.example");
+    }
+    let shown: HashMap<String, String> = lines
         .into_iter()
-        .filter(|(name, _, commented)| !commented && VARIABLES.contains(&name.as_str()))
+        .filter(|(name, _, _)| VARIABLES.contains(&name.as_str()))
         .map(|(name, value, _)| (name, value))
         .collect();
-    assert!(
-        set.len() > 20,
-        "expected the example to set most variables, got {set:?}"
-    );
-    let from_example = Config::from_map(&set).expect(".env.example must be a valid configuration");
+    assert_eq!(shown.len(), VARIABLES.len(), "{shown:?}");
+    let from_example =
+        Config::from_map(&shown).expect(".env.example must show a valid configuration");
     let defaults = Config::from_map(&HashMap::new()).unwrap();
     assert_eq!(format!("{from_example:?}"), format!("{defaults:?}"));
 }
@@ -164,7 +160,7 @@ fn compose_files_pass_the_configuration_through() {
         }
     }
     assert!(
-        compose.contains("'${CHATROOM_BIND:-127.0.0.1}:${CHATROOM_PORT:-8090}:8080'"),
+        compose.contains("'${CHATROOM_BIND:-127.0.0.1}:${CHATROOM_PORT:-8080}:8080'"),
         "published address"
     );
     assert!(compose.contains("- ./data:/data"));
@@ -652,6 +648,57 @@ async fn binary_keeps_the_image_runtime_contract() {
     assert_eq!(read["messages"][0]["id"], posted["message_id"]);
     assert_eq!(read["messages"][0]["body"], "kept across restarts");
     stop(&mut server).await;
+}
+
+/// Run as the image's user on a data folder that user may not write (what
+/// Docker leaves when it makes `./data` itself, as root), a command that
+/// opens the database fails with one line naming the folder and the `chown`
+/// that fixes it.
+#[tokio::test]
+async fn an_unwritable_data_folder_is_named_with_its_fix() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let image = parse_dockerfile(&repo_file("Dockerfile"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("bin");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir(&data).unwrap();
+    std::fs::copy(common::binary(), bin.join("chatroom")).unwrap();
+    std::fs::set_permissions(bin.join("chatroom"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Root's folder for the image's user; for anyone else, a read-only one of their own.
+    let (user, (uid, gid)) = if is_root() {
+        let ids = image.user.expect("the image names a USER");
+        (Some(ids), ids)
+    } else {
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let me = std::fs::metadata("/proc/self").unwrap();
+        (None, (me.uid(), me.gid()))
+    };
+    let db = data.join("chatroom.db");
+    let sandbox = Sandbox {
+        _dir: dir,
+        bin: bin.clone(),
+        data: data.clone(),
+        env: vec![
+            ("CHATROOM_DB".into(), db.display().to_string()),
+            ("PATH".into(), format!("{}:/usr/bin:/bin", bin.display())),
+        ],
+        user,
+    };
+    let (code, _, err) = sandbox.run(&["chatroom", "admin", "list-rooms"]).await;
+    assert_ne!(code, 0, "the command must fail: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let folder = data.display();
+    assert!(
+        err.contains(&format!("the folder {folder} is not writable by uid {uid}")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("sudo chown {uid}:{gid} {folder}")),
+        "{err}"
+    );
+    assert!(!db.exists(), "nothing was created");
 }
 
 // ---- The guides' commands ----------------------------------------------------

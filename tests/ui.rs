@@ -41,6 +41,9 @@ async fn shell_and_assets_with_security_headers() {
         ("/ui/app.js", "text/javascript"),
         ("/ui/app.css", "text/css"),
         ("/ui/favicon.svg", "image/svg+xml"),
+        ("/ui/markdown.js", "text/javascript"),
+        ("/ui/vendor/marked.js", "text/javascript"),
+        ("/ui/vendor/purify.js", "text/javascript"),
     ] {
         let r = get(&format!("{}{path}", s.url), &[]).await;
         assert_eq!(r.status(), 200, "{path}");
@@ -52,23 +55,51 @@ async fn shell_and_assets_with_security_headers() {
         );
         assert!(r.headers().contains_key("content-security-policy"));
     }
-    let js = get(&format!("{}/ui/app.js", s.url), &[])
+    for script in ["/ui/app.js", "/ui/markdown.js"] {
+        let js = get(&format!("{}{script}", s.url), &[])
+            .await
+            .text()
+            .await
+            .unwrap();
+        for sink in [
+            ".innerHTML",
+            ".outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
+            assert!(
+                !js.contains(sink),
+                "{script} {sink}: agent text is never parsed as HTML but by the sanitiser"
+            );
+        }
+    }
+}
+
+/// The look every page shares is served to everyone, the public side too
+/// (a sign-in page there links it), and holds nothing but style.
+#[tokio::test]
+async fn shared_stylesheet_and_logo() {
+    let s = TestServer::start_with(|c| c.enable_ui = false).await;
+    for (path, kind) in [
+        ("/assets/theme.css", "text/css"),
+        ("/assets/logo.svg", "image/svg+xml"),
+    ] {
+        for headers in [vec![], vec![("cf-ray", "abc")]] {
+            let r = get(&format!("{}{path}", s.url), &headers).await;
+            assert_eq!(r.status(), 200, "{path} {headers:?}");
+            let h = r.headers().clone();
+            assert!(h["content-type"].to_str().unwrap().starts_with(kind));
+            assert_eq!(h["x-content-type-options"], "nosniff");
+        }
+    }
+    let css = get(&format!("{}/assets/theme.css", s.url), &[])
         .await
         .text()
         .await
         .unwrap();
-    for sink in [
-        ".innerHTML",
-        ".outerHTML",
-        "insertAdjacentHTML",
-        "document.write",
-        "eval(",
-    ] {
-        assert!(
-            !js.contains(sink),
-            "{sink}: agent text is never parsed as HTML"
-        );
-    }
+    assert!(css.contains("prefers-color-scheme: dark"), "light and dark");
+    assert!(!css.contains("url("), "nothing loaded from anywhere");
 }
 
 /// With `CHATROOM_CONSOLE_LAN_ONLY` (the default) the dashboard is 404 to

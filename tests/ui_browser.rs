@@ -1,6 +1,8 @@
 //! The `/ui` dashboard in a real headless Chromium, driven by playwright-core
-//! (tests/browser/ui.mjs). `.ci/run` installs both and sets
-//! `CHATROOM_TEST_NODE_MODULES`; without it this test fails, on purpose.
+//! (tests/browser/ui.mjs), at a phone's, a laptop's and a wide monitor's
+//! size. `.ci/run` installs both and sets `CHATROOM_TEST_NODE_MODULES`;
+//! without it this test fails, on purpose. The screenshots land in
+//! `$CARGO_TARGET_DIR/ui-shots/` for people to look at.
 
 mod common;
 
@@ -8,10 +10,34 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::browser::screenshot_path;
+use chatroom::config::Config;
+use chatroom::domain::tokens;
 use common::{Grant, McpClient, TestServer};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+use tokio_util::sync::CancellationToken;
+
+/// Where the screenshots go: `ui-shots/` in the Cargo target folder, for
+/// people to look at.
+fn screenshot_dir() -> PathBuf {
+    let dir = common::browser::screenshot_path("ui-shots");
+    std::fs::create_dir_all(&dir).expect("screenshot folder");
+    dir
+}
+
+/// Markdown an agent would write: a list, code, a link, a task reference.
+const MARKDOWN: &str = "Release plan for **0.2**:\n\n- build the image\n- run `cargo test`\n\n```sh\ndocker compose up -d\n```\n\nDetails at https://git.example.org/team/sync and in #1.";
+
+/// What a hostile agent would try: markup, handlers, script links, a
+/// remote image and an unbroken word of `word` characters, long enough to
+/// push the layout sideways.
+fn hostile(word: usize) -> String {
+    format!(
+        "<script>window.__pwned = 1</script> <img src=x onerror=\"window.__pwned = 2\"> [click](javascript:window.__pwned=3) ![track](http://203.0.113.7/pixel.png) {}",
+        "A".repeat(word)
+    )
+}
 
 /// Fills the room with a plausible day of work, so the dashboard has
 /// something to show (and the screenshot something to judge).
@@ -54,6 +80,12 @@ async fn seed(s: &TestServer) -> McpClient {
             json!({"title": "Publish the release notes", "depends_on": [guide], "priority": "urgent"}),
         )
         .await;
+    alice
+        .call(
+            "create_task",
+            json!({"title": "Review the backup script", "assignee": "dave"}),
+        )
+        .await;
     let flaky = bob
         .call(
             "create_task",
@@ -66,12 +98,13 @@ async fn seed(s: &TestServer) -> McpClient {
         json!({"task_id": flaky, "lease_seconds": 3600}),
     )
     .await;
-    carol
+    let wal = carol
         .call(
             "create_task",
             json!({"title": "Benchmark WAL checkpointing on 2 cores", "claim": true}),
         )
-        .await;
+        .await["created"]["id"]
+        .clone();
     let rmcp = carol
         .call(
             "create_task",
@@ -141,7 +174,7 @@ async fn seed(s: &TestServer) -> McpClient {
     carol
         .call(
             "put_file",
-            json!({"name": "wal-bench.csv", "content_base64": "bW9kZSxwNTAscDk5CnBhc3NpdmUsMS4yLDMuNAo=", "mime": "text/csv"}),
+            json!({"name": "wal-bench.csv", "content_base64": "bW9kZSxwNTAscDk5CnBhc3NpdmUsMS4yLDMuNAo=", "mime": "text/csv", "task_id": wal}),
         )
         .await;
     dave.call(
@@ -162,9 +195,77 @@ async fn seed(s: &TestServer) -> McpClient {
     alice
 }
 
-/// Opens /ui in Chromium, pastes a token, sees seeded data live, sees a task
-/// that an agent creates over MCP appear without a reload, and shows a
-/// message holding `<script>` as text.
+/// The driver's side of the conversation: it prints `WANT <step>` and waits
+/// for the test to do that step and answer with one line.
+struct Driver {
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+    stderr: ChildStderr,
+}
+
+impl Driver {
+    /// The next line from the driver; on its failure, its stderr.
+    async fn expect(&mut self, what: &str) -> String {
+        let line = tokio::time::timeout(Duration::from_secs(120), self.stdout.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("the driver reached {what:?} in time"))
+            .unwrap()
+            .unwrap_or_default();
+        if !line.starts_with(what) {
+            use tokio::io::AsyncReadExt;
+            let mut err = String::new();
+            let _ = self.stderr.read_to_string(&mut err).await;
+            panic!("driver: expected {what:?}, got {line:?}\n{err}");
+        }
+        line
+    }
+
+    async fn say(&mut self, line: &str) {
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+}
+
+/// A server started again by the test itself.
+struct Restarted {
+    shutdown: CancellationToken,
+    handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Restarted {
+    /// A server on `addr` over the SQLite file at `db_path`.
+    async fn at(addr: std::net::SocketAddr, db_path: &str) -> Restarted {
+        let mut config = Config::for_tests(db_path);
+        config.rate_limit_per_minute = 0;
+        config.auth_fail_limit = 0;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .expect("bind the old address again");
+        let shutdown = CancellationToken::new();
+        let handle = tokio::spawn(chatroom::server::launch(config, listener, shutdown.clone()));
+        Restarted { shutdown, handle }
+    }
+
+    /// Stops it and waits until it has let go of its port.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.handle
+            .await
+            .expect("server task")
+            .expect("server result");
+    }
+}
+
+/// Opens /ui in Chromium at 390, 768, 1280, 1440 and 1920 px: pastes a
+/// token, sees seeded data live and a new task without a reload; no size
+/// scrolls sideways, the phone reaches chat by a tab, every board column is
+/// visible from 1280 px; Markdown renders as elements and a hostile message
+/// stays inert and inside its box; editing the hash switches rooms; another
+/// room shows its unread messages and mentions; the offline banner comes
+/// when the server stops and goes when it is back; a revoked token gets the
+/// refused banner.
 #[tokio::test]
 async fn dashboard_in_a_real_browser() {
     let Ok(node_modules) = std::env::var("CHATROOM_TEST_NODE_MODULES") else {
@@ -173,8 +274,30 @@ async fn dashboard_in_a_real_browser() {
              playwright-core (.ci/run installs it and sets the variable)"
         );
     };
-    let s = TestServer::start().await;
+    // SQLite whatever the environment says: the test restarts the server on
+    // the same file.
+    let s = TestServer::start_sqlite().await;
     let alice = seed(&s).await;
+    let bob = s.agent("bob", "lobby").await;
+    bob.call("post_message", json!({"body": MARKDOWN})).await;
+    // A message holds at most 8,000 characters; a result 20,000.
+    bob.call("post_message", json!({"body": hostile(7_800)}))
+        .await;
+    let odd = bob
+        .call(
+            "create_task",
+            json!({"title": "Check the hostile result", "claim": true}),
+        )
+        .await["created"]["id"]
+        .clone();
+    bob.call(
+        "submit_result",
+        json!({"task_id": odd, "result": hostile(10_000)}),
+    )
+    .await;
+    let ops = s.agent("olga", "infra").await;
+    ops.call("post_message", json!({"body": "Infra is quiet today."}))
+        .await;
     let observer = s
         .token_with(Grant {
             agent: "maria".into(),
@@ -184,34 +307,27 @@ async fn dashboard_in_a_real_browser() {
             ..Grant::default()
         })
         .await;
-    let shot = screenshot_path("ui-dashboard.png");
+    let shots = screenshot_dir();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/ui.mjs");
     let mut child = tokio::process::Command::new("node")
         .arg(&script)
         .env("NODE_PATH", &node_modules)
         .env("CHATROOM_UI_URL", &s.url)
         .env("CHATROOM_UI_TOKEN", &observer)
-        .env("CHATROOM_UI_SHOT", &shot)
+        .env("CHATROOM_UI_SHOTS", &shots)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("run node (is Node.js installed?)");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut stderr = child.stderr.take().unwrap();
-    let mut err_text = String::new();
+    let mut d = Driver {
+        stdin: child.stdin.take().unwrap(),
+        stdout: BufReader::new(child.stdout.take().unwrap()).lines(),
+        stderr: child.stderr.take().unwrap(),
+    };
 
-    let ready = tokio::time::timeout(Duration::from_secs(60), stdout.next_line())
-        .await
-        .expect("the browser came up in time")
-        .unwrap();
-    if ready.as_deref() != Some("READY") {
-        use tokio::io::AsyncReadExt;
-        let _ = stderr.read_to_string(&mut err_text).await;
-        panic!("driver: {ready:?}\n{err_text}");
-    }
+    d.expect("WANT task").await;
     let title = "Rotate the staging tokens";
     alice
         .call(
@@ -219,26 +335,59 @@ async fn dashboard_in_a_real_browser() {
             json!({"title": title, "priority": "urgent", "body": "Before Friday."}),
         )
         .await;
-    stdin
-        .write_all(format!("GO {title}\n").as_bytes())
+    d.say(&format!("TASK {title}")).await;
+
+    // A mention in the other room, then news in this one (which makes the
+    // page re-read the rooms' counts).
+    d.expect("WANT unread").await;
+    ops.call(
+        "post_message",
+        json!({"body": "@maria the infra dashboard needs your eyes."}),
+    )
+    .await;
+    ops.call("post_message", json!({"body": "And a second note."}))
+        .await;
+    alice
+        .call("post_message", json!({"body": "Standup in five minutes."}))
+        .await;
+    d.say("UNREAD").await;
+
+    d.expect("WANT stop").await;
+    let addr = s.addr;
+    let dir = s.stop_keeping_files().await;
+    let db_path = dir
+        .path()
+        .join("chatroom.db")
+        .to_string_lossy()
+        .into_owned();
+    d.say("STOPPED").await;
+
+    d.expect("WANT start").await;
+    let restarted = Restarted::at(addr, &db_path).await;
+    d.say("STARTED").await;
+
+    d.expect("WANT revoke").await;
+    let store = chatroom::db::open(&format!("sqlite://{db_path}"))
         .await
-        .unwrap();
-    let result = tokio::time::timeout(Duration::from_secs(60), stdout.next_line())
-        .await
-        .expect("the driver finished in time")
-        .unwrap()
-        .unwrap_or_default();
+        .expect("open the database");
+    assert_eq!(tokens::revoke(store.as_ref(), "maria").await.unwrap(), 1);
+    // The open stream ends with the server; its reconnect meets the
+    // revocation.
+    restarted.stop().await;
+    let again = Restarted::at(addr, &db_path).await;
+    d.say("REVOKED").await;
+
+    let result = d.expect("RESULT ").await;
     let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
         .expect("node exits")
         .unwrap();
-    if !status.success() || !result.starts_with("RESULT ") {
-        use tokio::io::AsyncReadExt;
-        let _ = stderr.read_to_string(&mut err_text).await;
-        panic!("driver failed: {result}\n{err_text}");
-    }
+    assert!(status.success(), "{result}");
     let v: serde_json::Value = serde_json::from_str(&result["RESULT ".len()..]).unwrap();
     assert!(v["column"].as_str().unwrap().contains("col-pending"), "{v}");
-    assert!(shot.exists());
-    println!("screenshot: {}", shot.display());
+    for size in ["390x844", "768x1024", "1280x800", "1440x900", "1920x1080"] {
+        assert!(shots.join(format!("ui-{size}.png")).exists(), "{size}");
+    }
+    again.stop().await;
+    println!("screenshots: {}", shots.display());
 }

@@ -195,14 +195,17 @@ async fn reconnects_after_the_server_restarts() {
     let (_, event) = store
         .post_message(
             "lobby",
-            "bob",
             "while you were away",
             None,
-            &[],
-            &chatroom::db::Audit {
-                agent: "bob".into(),
-                tool: "test",
-            },
+            chatroom::domain::chat::message_record(
+                chatroom::domain::model::Record::new(
+                    "bob",
+                    Some("test"),
+                    chatroom::clock::now_ms(),
+                ),
+                "while you were away",
+                None,
+            ),
         )
         .await
         .unwrap();

@@ -5,7 +5,7 @@
 
 use super::Caller;
 use crate::clock::now_ms;
-use crate::db::AuditRow;
+use crate::domain::model::AuditRow;
 use crate::domain::{Call, names};
 use crate::error::Error;
 use crate::state::AppState;

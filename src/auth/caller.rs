@@ -7,7 +7,7 @@ use axum::http::Extensions;
 use axum::http::request::Parts;
 
 use super::token::TokenHash;
-use crate::db::TokenRecord;
+use crate::domain::model::TokenRecord;
 use crate::error::Error;
 
 /// Who is calling: the agent and the grants of its token.

@@ -36,7 +36,12 @@ pub async fn host_guard(State(state): State<AppState>, req: Request, next: Next)
                 http_error(
                     StatusCode::MISDIRECTED_REQUEST,
                     "misdirected_request",
-                    "this Host is not allowed; add it to CHATROOM_ALLOWED_HOSTS",
+                    &format!(
+                        "the Host {:?} is not allowed: add it to CHATROOM_ALLOWED_HOSTS in the server's .env (or environment) and restart it, or use a name already listed there",
+                        host.as_deref()
+                            .map(crate::domain::names::truncate_for_message)
+                            .unwrap_or_default()
+                    ),
                 ),
             );
         }

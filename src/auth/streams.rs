@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::Caller;
-use crate::db::Store;
+use crate::domain::store::Store;
 use crate::error::Error;
 
 /// How often the watcher looks for revoked tokens: a revoked token's
@@ -129,13 +129,14 @@ impl Streams {
 }
 
 /// One look for revoked tokens: every token with something open that the
-/// store no longer lists as valid (revoked, or purged) is signalled.
+/// store no longer lists as valid (revoked, or purged; for an OAuth app,
+/// its grant revoked) is signalled.
 pub async fn check_revocations(streams: &Streams, store: &dyn Store) {
     let open = streams.token_ids();
     if open.is_empty() {
         return;
     }
-    let valid: HashSet<i64> = match store.list_tokens().await {
+    let mut valid: HashSet<i64> = match store.list_tokens().await {
         Ok(tokens) => tokens
             .into_iter()
             .filter(|t| t.revoked_ts.is_none())
@@ -146,6 +147,21 @@ pub async fn check_revocations(streams: &Streams, store: &dyn Store) {
             return;
         }
     };
+    // An OAuth app's caller carries its grant's id negated.
+    if open.iter().any(|id| *id < 0) {
+        match store.oauth_list_grants().await {
+            Ok(grants) => valid.extend(
+                grants
+                    .into_iter()
+                    .filter(|g| g.revoked_ts.is_none())
+                    .map(|g| -g.id),
+            ),
+            Err(e) => {
+                e.log_if_internal();
+                return;
+            }
+        }
+    }
     let gone: Vec<i64> = open.into_iter().filter(|id| !valid.contains(id)).collect();
     if !gone.is_empty() {
         tracing::info!(
@@ -159,8 +175,16 @@ pub async fn check_revocations(streams: &Streams, store: &dyn Store) {
 /// Whether `caller`'s token still stands (not revoked, not purged): one
 /// lookup by hash, for a wait about to tell what it found.
 pub async fn still_valid(store: &dyn Store, caller: &Caller) -> Result<bool, Error> {
+    let hash = caller.token_hash.hex();
+    if caller.token_id < 0 {
+        // An OAuth access token: its grant must stand and it must not
+        // have expired.
+        return Ok(crate::domain::oauth::access_by_hash(store, &hash)
+            .await?
+            .is_some());
+    }
     Ok(store
-        .token_by_hash(&caller.token_hash.hex())
+        .token_by_hash(&hash)
         .await?
         .is_some_and(|t| t.revoked_ts.is_none()))
 }

@@ -18,10 +18,16 @@ use serde_json::{Value, json};
 #[derive(Args)]
 pub struct BenchArgs {
     /// Base URL of the server under test (without /mcp).
-    #[arg(long, env = "CHATROOM_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(long, env = "CHATROOM_URL", default_value = crate::config::DEFAULT_URL)]
     url: String,
-    /// Bearer token; give several for scenarios with several agents (used in turn).
-    #[arg(long = "token", required = true)]
+    /// Bearer token; give several for scenarios with several agents (used in
+    /// turn). Default: CHATROOM_TOKEN, as the hook and the watcher read it.
+    #[arg(
+        long = "token",
+        env = "CHATROOM_TOKEN",
+        hide_env_values = true,
+        required = true
+    )]
     tokens: Vec<String>,
     /// What to measure; `all` runs every scenario in turn.
     #[arg(long, value_enum, default_value = "post_message")]
@@ -117,7 +123,7 @@ impl Agent {
             .json(&body)
             .send()
             .await
-            .map_err(|e| format!("request: {e}"))?;
+            .map_err(|e| format!("request: {}", super::cause_chain(&e)))?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| format!("body: {e}"))?;
         Ok((status, bytes))
@@ -215,7 +221,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     for a in &agents {
         a.call("whoami", json!({})).await.map_err(|e| {
             anyhow::anyhow!(
-                "whoami failed for a token ({e}); is the server up and the token valid?"
+                "whoami failed for a token ({e}); is the server up and the token valid?{}",
+                limit_hint(&e)
             )
         })?;
     }
@@ -511,7 +518,7 @@ where
     let seconds = started.elapsed().as_secs_f64();
     eprintln!();
     if let Some(e) = first_error.lock().unwrap().take() {
-        eprintln!("{name}: first error: {e}");
+        eprintln!("{name}: first error: {e}{}", limit_hint(&e));
     }
     let mut r = Report {
         scenario: name.to_owned(),
@@ -524,6 +531,19 @@ where
     r.calls_per_s = r.calls as f64 / seconds;
     fill_latencies(&mut r, samples);
     r
+}
+
+/// What to do when an error says the server is limiting the load: a bench
+/// measures the server, not its per-token limits.
+fn limit_hint(error: &str) -> &'static str {
+    if error.contains("429") || error.contains("rate_limited") || error.contains("rate limit") {
+        "\n  the server limits calls per token: run it with CHATROOM_RATE_LIMIT_PER_MINUTE=0 \
+         (and CHATROOM_MAX_STREAMS_PER_TOKEN=0 for the waiter and stream scenarios)"
+    } else if error.contains("too_many_streams") || error.contains("streams") {
+        "\n  the server caps streams per token: run it with CHATROOM_MAX_STREAMS_PER_TOKEN=0"
+    } else {
+        ""
+    }
 }
 
 /// Posts `n` messages from `concurrency` clients, with a progress line.

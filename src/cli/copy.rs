@@ -9,7 +9,8 @@
 
 use std::process::ExitCode;
 
-use crate::db::{self, Store, TABLES};
+use crate::db::{self, TABLES};
+use crate::domain::store::Store;
 
 /// Rows moved per batch; file rows carry their content, so fewer of them.
 fn page_size(table: &str) -> i64 {
@@ -17,7 +18,7 @@ fn page_size(table: &str) -> i64 {
 }
 
 /// A database URL from what the user typed (a bare path is a SQLite file).
-fn url(arg: &str) -> String {
+pub(super) fn url(arg: &str) -> String {
     if arg.contains("://") {
         arg.to_owned()
     } else {

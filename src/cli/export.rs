@@ -15,7 +15,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::clock::{fmt_ts, now_ms};
-use crate::db::{FileMeta, Message, Note, Room, Store, Task, TaskQuery};
+use crate::domain::model::{FileMeta, Message, Note, Room, Task, TaskQuery};
+use crate::domain::store::Store;
 
 /// The shape `chatroom admin export` writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]

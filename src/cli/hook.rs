@@ -59,7 +59,7 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     };
     let base = env("CHATROOM_URL")
-        .unwrap_or_else(|| "http://127.0.0.1:8080".into())
+        .unwrap_or_else(|| crate::config::DEFAULT_URL.into())
         .trim_end_matches('/')
         .trim_end_matches("/mcp")
         .to_owned();
@@ -168,7 +168,10 @@ async fn fetch(
         .send()
         .await
         .map_err(|e| {
-            format!("cannot reach {url} (is the server running, is CHATROOM_URL right?): {e}")
+            format!(
+                "cannot reach {url} (is the server running, is CHATROOM_URL right?): {}",
+                super::cause_chain(&e)
+            )
         })?;
     let status = response.status().as_u16();
     if status != 200 {
@@ -201,7 +204,7 @@ async fn fetch(
     let text = response
         .text()
         .await
-        .map_err(|e| format!("the answer broke off: {e}"))?;
+        .map_err(|e| format!("the answer broke off: {}", super::cause_chain(&e)))?;
     if text.trim().is_empty() {
         return Ok(None);
     }

@@ -4,26 +4,40 @@
 mod admin;
 mod bench;
 mod copy;
+mod doctor;
 mod export;
 mod hook;
+mod import;
+mod quickstart;
 mod watch;
 mod worker;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
 
+/// `chatroom --version`: the crate version and the commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CHATROOM_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "chatroom",
-    version,
+    version = VERSION,
     about = "A self-hosted coordination server for AI agents: shared rooms with a chat and a board, over MCP.",
     long_about = "A self-hosted coordination server for AI agents: shared rooms with a chat and a board, over MCP.\n\n\
-Configuration comes from CHATROOM_* environment variables (and a .env file in the working directory when present).\n\
-Quick start: `chatroom admin add-room lobby`, `chatroom admin add-token --agent alice --room lobby`, `chatroom serve`."
+Configuration comes from CHATROOM_* environment variables (and a .env file in the working directory when present; \
+the environment wins over it).\n\
+Quick start: `chatroom quickstart` (a room, two agents and an observer, with the lines to paste), then `chatroom serve`. \
+`chatroom doctor` checks a setup."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -42,6 +56,10 @@ enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Check a setup, server side and agent side: each line ok, warn or fail, with the fix.
+    Doctor(doctor::DoctorArgs),
+    /// Set up a demo room with two agents and an observer, and print what to paste.
+    Quickstart(quickstart::QuickstartArgs),
     /// Load generator: measures a server with the tools of the contract (run the
     /// server with CHATROOM_RATE_LIMIT_PER_MINUTE=0).
     Bench(bench::BenchArgs),
@@ -51,21 +69,60 @@ enum Command {
     ///
     /// Reads the hook's JSON on stdin (`UserPromptSubmit`, the default, moves the
     /// cursor; `PostToolUse` peeks and prints hookSpecificOutput JSON). Env:
-    /// CHATROOM_URL (base URL, no /mcp), CHATROOM_TOKEN, CHATROOM_ROOM;
+    /// CHATROOM_URL (base URL, no /mcp; default http://127.0.0.1:8080),
+    /// CHATROOM_TOKEN, CHATROOM_ROOM; CHATROOM_HOOK_STATE_DIR is where it keeps
+    /// what it showed (default: $XDG_STATE_HOME/chatroom or ~/.local/state/chatroom);
     /// CHATROOM_HOOK_DEBUG=1 explains on stderr. Never fails: on any error it
     /// prints nothing and exits 0.
     Hook,
     /// Follow a room live, one line per notification (for Claude Code's Monitor tool).
     Watch(watch::WatchArgs),
+    /// Print a shell completion script, e.g. `chatroom completions bash > /etc/bash_completion.d/chatroom`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `chatroom man > chatroom.1`.
+    Man,
 }
 
 /// Parses the command line and runs it; the exit code says how it went.
 pub fn main() -> ExitCode {
-    config::load_dotenv();
+    let dotenv = config::load_dotenv();
     let cli = Cli::parse();
     if let Command::Hook = cli.command {
         // On every prompt: its own small runtime, and it never fails.
         return hook::main();
+    }
+    match &cli.command {
+        // Logged once logging is set up; the doctor lists them itself.
+        Command::Serve | Command::Doctor(_) => {}
+        _ => {
+            for w in &dotenv.warnings {
+                eprintln!("chatroom: warning: {w}");
+            }
+        }
+    }
+    match cli.command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "chatroom",
+                &mut std::io::stdout(),
+            );
+            return ExitCode::SUCCESS;
+        }
+        Command::Man => {
+            return match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("chatroom: cannot write the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -82,10 +139,13 @@ pub fn main() -> ExitCode {
             Command::Serve => serve().await,
             Command::Admin(args) => admin::run(args).await,
             Command::Healthcheck { url } => healthcheck(url).await,
+            Command::Doctor(args) => doctor::run(args).await,
+            Command::Quickstart(args) => quickstart::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Watch(args) => watch::run(args).await,
             Command::Hook => Ok(hook::main()),
+            Command::Completions { .. } | Command::Man => Ok(ExitCode::SUCCESS),
         }
     });
     match outcome {
@@ -97,19 +157,23 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Sets up logging from `CHATROOM_LOG` / `CHATROOM_LOG_FORMAT`.
+/// Whether log lines may carry colour: only on a terminal, and never with
+/// `NO_COLOR` set (<https://no-color.org>). Docker, journald, files and
+/// pipes get plain text.
+fn colour_allowed() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Sets up logging from `CHATROOM_LOG` / `CHATROOM_LOG_FORMAT` (validated
+/// with the rest of the configuration).
 fn init_logging(config: &Config) {
-    let filter = &config.log_filter;
-    // A bare level applies to our crate; the SDK's per-request chatter stays at warn.
-    let directives = if ["trace", "debug", "info", "warn", "error"].contains(&filter.as_str()) {
-        format!("warn,chatroom={filter},tower_http={filter},rmcp=warn")
-    } else {
-        filter.clone()
-    };
+    let directives = config::log_directives(&config.log_filter)
+        .unwrap_or_else(|_| "warn,chatroom=info".to_owned());
     let env_filter = tracing_subscriber::EnvFilter::try_new(&directives)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,chatroom=info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(env_filter)
+        .with_ansi(colour_allowed())
         .with_writer(std::io::stderr);
     if config.log_json {
         builder.json().init();
@@ -119,12 +183,45 @@ fn init_logging(config: &Config) {
 }
 
 async fn serve() -> anyhow::Result<ExitCode> {
-    let config = Config::from_env()?;
+    let dotenv = config::load_dotenv();
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            // A bad .env line may be why.
+            for w in &dotenv.warnings {
+                eprintln!("chatroom: warning: {w}");
+            }
+            return Err(e.into());
+        }
+    };
     init_logging(&config);
+    for w in &dotenv.warnings {
+        tracing::warn!("{w}");
+    }
+    // Once, so that an operator sees what the server runs with (no secret).
+    let settings: Vec<String> = config
+        .effective()
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(name, value)| match config::source_of(name) {
+            config::Source::Default => format!("{name}={value}"),
+            source => format!("{name}={value} ({source})"),
+        })
+        .collect();
+    tracing::info!(version = VERSION, settings = %settings.join(" "), "effective settings");
+    doctor::database_reachable(&config).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| {
-            anyhow::anyhow!("cannot listen on {} (CHATROOM_LISTEN): {e}", config.listen)
+            anyhow::anyhow!(
+                "cannot listen on {} (CHATROOM_LISTEN): {e}{}",
+                config.listen,
+                if e.kind() == std::io::ErrorKind::AddrInUse {
+                    "; another program (or another chatroom) uses that port: stop it or set CHATROOM_LISTEN"
+                } else {
+                    ""
+                }
+            )
         })?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
@@ -152,7 +249,16 @@ async fn stop_on_signal(shutdown: CancellationToken) {
 
 async fn healthcheck(url: Option<String>) -> anyhow::Result<ExitCode> {
     let base = match url {
-        Some(u) => u.trim_end_matches('/').to_owned(),
+        Some(u) => {
+            let u = u.trim().trim_end_matches('/').to_owned();
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                eprintln!(
+                    "chatroom healthcheck: --url {u:?} must start with http:// or https://, e.g. http://127.0.0.1:8080"
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+            u
+        }
         None => {
             let config = Config::from_env()?;
             let mut addr = config.listen;
@@ -165,13 +271,46 @@ async fn healthcheck(url: Option<String>) -> anyhow::Result<ExitCode> {
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(5))
         .build()?;
-    let healthy = match client.get(format!("{base}/healthz")).send().await {
-        Ok(r) => r.status().is_success(),
-        Err(_) => false,
-    };
-    Ok(if healthy {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    let url = format!("{base}/healthz");
+    match client.get(&url).send().await {
+        Ok(r) if r.status().is_success() => Ok(ExitCode::SUCCESS),
+        Ok(r) => {
+            let status = r.status();
+            let body: String = r
+                .text()
+                .await
+                .unwrap_or_default()
+                .chars()
+                .take(200)
+                .collect();
+            eprintln!(
+                "chatroom healthcheck: {url} answered {status}: {}",
+                body.trim()
+            );
+            Ok(ExitCode::FAILURE)
+        }
+        Err(e) => {
+            eprintln!(
+                "chatroom healthcheck: cannot reach {url}: {} (is `chatroom serve` running there? CHATROOM_LISTEN or --url)",
+                cause_chain(&e)
+            );
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// An error with every cause under it (`a: b: c`), as a network error's
+/// top line ("error sending request") hides the reason (DNS, refused, TLS).
+pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
 }

@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::db::Event;
+use crate::domain::model::Event;
 use crate::present::digest;
 
 #[derive(Args)]
@@ -22,11 +22,11 @@ pub struct WatchArgs {
     #[arg(long, value_enum, default_value_t = Mode::Mentions)]
     mode: Mode,
     /// Base URL of the server, without /mcp.
-    #[arg(long, env = "CHATROOM_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(long, env = "CHATROOM_URL", default_value = crate::config::DEFAULT_URL)]
     url: String,
-    /// The bearer token (cr_…).
+    /// The bearer token (cr_…), from CHATROOM_TOKEN when not given.
     #[arg(long, env = "CHATROOM_TOKEN", hide_env_values = true)]
-    token: String,
+    token: Option<String>,
     /// Room to follow (default: the token's default room).
     #[arg(long, env = "CHATROOM_ROOM")]
     room: Option<String>,
@@ -54,6 +54,12 @@ enum End {
 }
 
 pub async fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
+    let Some(token) = args.token.filter(|t| !t.trim().is_empty()) else {
+        eprintln!(
+            "chatroom watch: no token: set CHATROOM_TOKEN to this agent's token (cr_…, from `chatroom admin add-token`) or pass --token"
+        );
+        return Ok(ExitCode::from(2));
+    };
     let base = args
         .url
         .trim()
@@ -67,7 +73,7 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let mut watch = Watch {
         client,
         base,
-        token: args.token.trim().to_owned(),
+        token: token.trim().to_owned(),
         room: args.room.filter(|r| !r.trim().is_empty()),
         mode: args.mode,
         after: None,
@@ -136,7 +142,12 @@ impl Watch {
             .await
         {
             Ok(r) => r,
-            Err(e) => return End::Retry(format!("cannot reach {url}: {e}")),
+            Err(e) => {
+                return End::Retry(format!(
+                    "cannot reach {url}: {} (is the server running, is CHATROOM_URL right?)",
+                    super::cause_chain(&e)
+                ));
+            }
         };
         let status = response.status().as_u16();
         if status != 200 {
@@ -165,7 +176,9 @@ impl Watch {
             let chunk = match tokio::time::timeout(STALL, body.next()).await {
                 Err(_) => return End::Retry("the stream went silent".into()),
                 Ok(None) => return End::Closed,
-                Ok(Some(Err(e))) => return End::Retry(format!("the stream broke off: {e}")),
+                Ok(Some(Err(e))) => {
+                    return End::Retry(format!("the stream broke off: {}", super::cause_chain(&e)));
+                }
                 Ok(Some(Ok(chunk))) => chunk,
             };
             for (name, data) in parser.push(&chunk) {

@@ -1,10 +1,12 @@
-//! Storage: one [`Store`] trait, with SQLite (the embedded default) and
-//! PostgreSQL behind it, chosen by the database URL. Each write method is one
-//! transaction that makes the change, appends its event and its audit row
-//! together, so an event never exists without its change or the other way.
-//! The rules (who may, which transitions) are not here: they live in
-//! `domain/`, which decides; the store only writes what was decided, guarded
-//! by the version it was decided on.
+//! Storage: the implementations of the domain's [`Store`] port, SQLite (the
+//! embedded default) and PostgreSQL, chosen by the database URL. Each write
+//! method is one transaction that makes the change and stores the domain's
+//! [`Record`] of it (events, mentions, audit row) together, so an event
+//! never exists without its change or the other way. The rules (who may,
+//! which transitions, what an event says, who is the actor) are not here:
+//! they live in `domain/`, which decides; the store only writes what was
+//! decided, guarded by the version it was decided on. This module imports
+//! from `domain/` and never the other way.
 //!
 //! On PostgreSQL any number of replicas share the database: everything that
 //! must hold across them (claims, versions, event order, token revocation)
@@ -16,361 +18,9 @@ pub mod sqlite;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use serde::Serialize;
-use serde_json::Value;
-
-use tokio_util::sync::CancellationToken;
-
-use crate::domain::EventBus;
+use crate::domain::model::*;
+use crate::domain::store::Store;
 use crate::error::Result;
-
-/// A room and its settings.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Room {
-    pub name: String,
-    pub description: String,
-    pub repo_url: String,
-    pub onboarding_notes: String,
-    pub retention_days: i64,
-}
-
-/// Room info fields to change; `None` leaves a field as it is.
-#[derive(Debug, Clone, Default)]
-pub struct RoomInfo {
-    pub description: Option<String>,
-    pub repo_url: Option<String>,
-    pub onboarding_notes: Option<String>,
-}
-
-/// A room with its counts, for listings.
-#[derive(Debug, Clone, Serialize)]
-pub struct RoomSummary {
-    #[serde(flatten)]
-    pub room: Room,
-    pub open_tasks: i64,
-    pub messages: i64,
-    pub files: i64,
-}
-
-/// How many tasks of a room are in each status (the MQTT status topic).
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct TaskCounts {
-    pub pending: i64,
-    pub in_progress: i64,
-    pub blocked: i64,
-    pub in_review: i64,
-    pub done: i64,
-    pub cancelled: i64,
-}
-
-impl TaskCounts {
-    /// Counts from `(status, count)` rows, as both backends read them.
-    pub fn from_rows(rows: Vec<(String, i64)>) -> TaskCounts {
-        let mut c = TaskCounts::default();
-        for (status, n) in rows {
-            match status.as_str() {
-                "pending" => c.pending = n,
-                "in_progress" => c.in_progress = n,
-                "blocked" => c.blocked = n,
-                "in_review" => c.in_review = n,
-                "done" => c.done = n,
-                "cancelled" => c.cancelled = n,
-                _ => {}
-            }
-        }
-        c
-    }
-}
-
-/// A token as stored: everything but the raw value.
-#[derive(Debug, Clone, Serialize)]
-pub struct TokenRecord {
-    pub id: i64,
-    pub agent: String,
-    pub room: String,
-    pub also_rooms: Vec<String>,
-    pub readonly: bool,
-    pub admin: bool,
-    pub all_rooms: bool,
-    pub lead: bool,
-    pub skills: Vec<String>,
-    #[serde(with = "crate::clock::ts")]
-    pub created_ts: i64,
-    #[serde(with = "crate::clock::ts_opt")]
-    pub revoked_ts: Option<i64>,
-    #[serde(with = "crate::clock::ts_opt")]
-    pub last_seen: Option<i64>,
-}
-
-/// A token to store; `hash` is the SHA-256 of the raw token.
-#[derive(Debug, Clone)]
-pub struct NewToken {
-    pub hash: String,
-    pub agent: String,
-    pub room: String,
-    pub also_rooms: Vec<String>,
-    pub readonly: bool,
-    pub admin: bool,
-    pub all_rooms: bool,
-    pub lead: bool,
-    pub skills: Vec<String>,
-}
-
-/// One chat message.
-#[derive(Debug, Clone, Serialize)]
-pub struct Message {
-    pub id: i64,
-    #[serde(skip)]
-    pub room: String,
-    #[serde(with = "crate::clock::ts")]
-    pub ts: i64,
-    pub author: String,
-    pub body: String,
-    pub reply_to: Option<i64>,
-}
-
-/// One entry of a room's history.
-#[derive(Debug, Clone, Serialize)]
-pub struct Event {
-    pub id: i64,
-    pub room: String,
-    #[serde(with = "crate::clock::ts")]
-    pub ts: i64,
-    pub kind: String,
-    pub actor: String,
-    pub task_id: Option<i64>,
-    pub message_id: Option<i64>,
-    pub detail: Value,
-}
-
-/// An event to append; the store assigns id and time.
-#[derive(Debug, Clone)]
-pub struct NewEvent {
-    pub kind: &'static str,
-    pub task_id: Option<i64>,
-    pub message_id: Option<i64>,
-    pub detail: Value,
-}
-
-/// One append-only audit row: who called which tool, on what, with what outcome.
-#[derive(Debug, Clone)]
-pub struct AuditRow {
-    pub ts: i64,
-    pub agent: String,
-    pub room: Option<String>,
-    pub tool: String,
-    pub task_id: Option<i64>,
-    pub outcome: String,
-}
-
-/// Filters for `read_events`.
-#[derive(Debug, Clone, Default)]
-pub struct EventFilter {
-    pub since_id: i64,
-    pub limit: i64,
-    pub kind: Option<String>,
-    pub task_id: Option<i64>,
-}
-
-/// A page of events after an agent's cursor.
-#[derive(Debug, Clone)]
-pub struct EventPage {
-    /// The cursor before this read (0 on the first look).
-    pub since: i64,
-    /// Whether the agent had never looked at this room before.
-    pub first_look: bool,
-    pub events: Vec<Event>,
-    /// Events left after this page.
-    pub remaining: i64,
-}
-
-/// A member of a room as `list_agents` shows it.
-#[derive(Debug, Clone)]
-pub struct Member {
-    pub agent: String,
-    pub lead: bool,
-    pub readonly: bool,
-    pub admin: bool,
-    pub skills: Vec<String>,
-    pub last_seen: Option<i64>,
-}
-
-/// An admin-console log entry.
-#[derive(Debug, Clone, Serialize)]
-pub struct AdminLogEntry {
-    pub id: i64,
-    #[serde(with = "crate::clock::ts")]
-    pub ts: i64,
-    pub actor: String,
-    pub address: String,
-    pub action: String,
-    pub target: String,
-    pub flagged: bool,
-}
-
-pub use crate::domain::board::{
-    FileMeta, Mention, NewFile, NewTask, Note, SearchHit, Task, TaskChange, TaskQuery,
-};
-
-/// What a write that carries the audit row needs to know about the call.
-#[derive(Debug, Clone)]
-pub struct Audit {
-    pub agent: String,
-    pub tool: &'static str,
-}
-
-/// The storage contract. Both backends pass the same tests.
-#[async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// `Ok` when the database answers.
-    async fn health(&self) -> Result<()>;
-
-    // Rooms
-    async fn create_room(&self, room: &Room) -> Result<bool>;
-    async fn get_room(&self, name: &str) -> Result<Option<Room>>;
-    async fn list_rooms(&self) -> Result<Vec<RoomSummary>>;
-    async fn update_room_info(
-        &self,
-        room: &str,
-        info: &RoomInfo,
-        audit: Option<&Audit>,
-    ) -> Result<Option<(Room, Event)>>;
-    async fn set_retention(
-        &self,
-        room: &str,
-        days: i64,
-        audit: Option<&Audit>,
-        now: i64,
-    ) -> Result<Option<(Event, PruneCount)>>;
-    async fn delete_room(&self, room: &str) -> Result<bool>;
-    /// Prunes every room past its retention, and expired files, as of `now`.
-    async fn prune(&self, now: i64) -> Result<PruneCount>;
-
-    // Tokens and presence
-    async fn insert_token(&self, token: &NewToken) -> Result<i64>;
-    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>>;
-    async fn list_tokens(&self) -> Result<Vec<TokenRecord>>;
-    async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64>;
-    async fn purge_tokens(&self, revoked_before: i64) -> Result<u64>;
-    async fn members(&self, room: &str) -> Result<Vec<Member>>;
-    async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()>;
-
-    // Chat
-    async fn post_message(
-        &self,
-        room: &str,
-        author: &str,
-        body: &str,
-        reply_to: Option<i64>,
-        mentions: &[String],
-        audit: &Audit,
-    ) -> Result<(Message, Event)>;
-    async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>>;
-    async fn message_room(&self, id: i64) -> Result<Option<String>>;
-    async fn latest_message_id(&self, room: &str) -> Result<i64>;
-
-    // Events and cursors
-    async fn read_events(&self, room: &str, filter: &EventFilter) -> Result<Vec<Event>>;
-    async fn latest_event_id(&self, room: &str) -> Result<i64>;
-    /// Events after the agent's cursor; with `advance`, moves the cursor past
-    /// the returned page in the same transaction. `skip_own` leaves the
-    /// agent's own events out of the page (they still move the cursor).
-    async fn events_after_cursor(
-        &self,
-        room: &str,
-        agent: &str,
-        limit: i64,
-        advance: bool,
-        skip_own: bool,
-    ) -> Result<EventPage>;
-    /// Whether an event by someone other than `agent` lies past its cursor.
-    async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>>;
-    async fn cursor(&self, room: &str, agent: &str) -> Result<i64>;
-
-    // Audit and admin log
-    async fn insert_audit(&self, rows: &[AuditRow]) -> Result<()>;
-    async fn audit_count(&self) -> Result<i64>;
-    async fn insert_admin_log(&self, entry: &AdminLogEntry) -> Result<()>;
-    async fn admin_log(&self, limit: i64) -> Result<Vec<AdminLogEntry>>;
-
-    // Board
-    async fn create_task(
-        &self,
-        room: &str,
-        task: &NewTask,
-        audit: &Audit,
-    ) -> Result<(Task, Vec<Event>)>;
-    async fn get_task(&self, room: &str, id: i64) -> Result<Option<Task>>;
-    async fn list_tasks(&self, room: &str, query: &TaskQuery) -> Result<Vec<Task>>;
-    /// How many of the room's tasks are in each status.
-    async fn task_counts(&self, room: &str) -> Result<TaskCounts>;
-    /// Writes a change decided on `change.expected_version`; `None` when the
-    /// task moved on since (the caller re-reads and decides again).
-    async fn apply_task_change(
-        &self,
-        room: &str,
-        id: i64,
-        change: &TaskChange,
-        audit: Option<&Audit>,
-    ) -> Result<Option<(Task, Vec<Event>)>>;
-    /// Tasks whose lease lapsed before `now`, across rooms: `(room, id)`.
-    async fn lapsed_leases(&self, now: i64) -> Result<Vec<(String, i64)>>;
-    async fn notes(&self, task_id: i64) -> Result<Vec<Note>>;
-    async fn my_mentions(
-        &self,
-        room: &str,
-        agent: &str,
-        since_id: i64,
-        limit: i64,
-    ) -> Result<Vec<Mention>>;
-    async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>>;
-
-    // Files
-    async fn put_file(
-        &self,
-        room: &str,
-        file: &NewFile,
-        audit: &Audit,
-    ) -> Result<(FileMeta, Event)>;
-    async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>>;
-    async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>>;
-    async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>>;
-    async fn delete_file(&self, room: &str, id: i64, audit: &Audit) -> Result<Option<Event>>;
-
-    // Maintenance
-    /// Writes one consistent copy of the whole database to `path`, a file
-    /// that must not exist yet, while writers keep going. A backend without
-    /// a built-in copy refuses and names the tool to use instead.
-    async fn backup(&self, path: &str) -> Result<()> {
-        let _ = path;
-        Err(crate::error::Error::invalid(
-            "this database has no built-in backup: use its own tools (pg_dump for PostgreSQL)",
-        ))
-    }
-
-    // Cross-replica wake-ups
-    /// Starts relaying events committed by other replicas of the same
-    /// database to `bus`, until `shutdown`. A backend that only one process
-    /// can serve (SQLite) has nothing to relay.
-    async fn start_relay(&self, _bus: EventBus, _shutdown: CancellationToken) -> Result<()> {
-        Ok(())
-    }
-
-    // Moving an instance (`chatroom admin copy`); `table` is one of [`TABLES`].
-    /// Up to `limit` rows of `table` in key order, as JSON objects of the
-    /// [`TABLES`] columns (bytes in base64): those with an `id` above
-    /// `after`, or for a table without ids, those after the first `after`.
-    async fn dump_table(&self, table: &str, after: i64, limit: i64) -> Result<Vec<Value>>;
-    /// Inserts rows as `dump_table` gives them, keeping their ids.
-    async fn load_rows(&self, table: &str, rows: &[Value]) -> Result<()>;
-    /// How many rows `table` holds.
-    async fn count_rows(&self, table: &str) -> Result<i64>;
-    /// The highest id ever handed out in `table` (pruned rows included).
-    async fn id_high_water(&self, table: &str) -> Result<i64>;
-    /// Makes the ids handed out next in `table` come after `high`.
-    async fn set_id_floor(&self, table: &str, high: i64) -> Result<()>;
-}
 
 /// The type of a column, for moving rows between backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -592,16 +242,94 @@ pub const TABLES: &[Table] = {
                 ("flagged", Bool),
             ],
         },
+        Table {
+            name: "oauth_clients",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("client_id", Text),
+                ("secret_hash", Text),
+                ("client_name", Text),
+                ("redirect_uris", List),
+                ("auth_method", Text),
+                ("created_ts", Int),
+                ("used_ts", Int),
+            ],
+        },
+        Table {
+            name: "oauth_connect_codes",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("hash", Text),
+                ("agent", Text),
+                ("room", Text),
+                ("also_rooms", List),
+                ("readonly", Bool),
+                ("admin", Bool),
+                ("all_rooms", Bool),
+                ("lead", Bool),
+                ("skills", List),
+                ("created_ts", Int),
+                ("expires_ts", Int),
+                ("used_ts", Int),
+            ],
+        },
+        Table {
+            name: "oauth_grants",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("client_id", Text),
+                ("client_name", Text),
+                ("agent", Text),
+                ("room", Text),
+                ("also_rooms", List),
+                ("readonly", Bool),
+                ("admin", Bool),
+                ("all_rooms", Bool),
+                ("lead", Bool),
+                ("skills", List),
+                ("created_ts", Int),
+                ("revoked_ts", Int),
+            ],
+        },
+        Table {
+            name: "oauth_auth_codes",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("hash", Text),
+                ("grant_id", Int),
+                ("client_id", Text),
+                ("redirect_uri", Text),
+                ("code_challenge", Text),
+                ("resource", Text),
+                ("created_ts", Int),
+                ("expires_ts", Int),
+                ("used_ts", Int),
+            ],
+        },
+        Table {
+            name: "oauth_tokens",
+            keyed_by_id: true,
+            columns: &[
+                ("id", Int),
+                ("hash", Text),
+                ("grant_id", Int),
+                ("kind", Text),
+                ("created_ts", Int),
+                ("expires_ts", Int),
+                ("spent_ts", Int),
+            ],
+        },
+        Table {
+            name: "oauth_keys",
+            keyed_by_id: false,
+            columns: &[("name", Text), ("value", Text), ("created_ts", Int)],
+        },
     ]
 };
-
-/// How many rows a prune removed.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct PruneCount {
-    pub messages: u64,
-    pub events: u64,
-    pub files: u64,
-}
 
 /// Opens the store named by `url` (`sqlite://PATH` or `postgres://…`),
 /// creating and migrating it as needed.

@@ -24,8 +24,14 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolO
 use sqlx::{AssertSqlSafe, Row};
 use tokio_util::sync::CancellationToken;
 
+mod oauth;
+
 use super::*;
-use crate::domain::board::{NewNote, Status};
+use crate::domain::EventBus;
+use crate::domain::oauth::{
+    CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
+    OAuthTokenRecord,
+};
 use crate::error::Error;
 
 /// The channel every event is announced on.
@@ -206,7 +212,7 @@ async fn fill_deps(conn: &mut PgConnection, tasks: &mut [Task]) -> Result<()> {
     for (task_id, dep, status) in rows {
         if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
             task.depends_on.push(dep);
-            if status.as_deref() != Some("done") {
+            if status.as_deref() != Some(Status::Done.as_str()) {
                 task.blocked_by_unfinished.push(dep);
             }
         }
@@ -227,40 +233,92 @@ async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Optio
     Ok(Some(task))
 }
 
-/// Appends an event and announces it to every replica; the caller holds the
-/// room's lock, so the id comes after every committed id of the room.
-async fn insert_event(
+/// Stores the rest of a write as the domain recorded it, in the write's
+/// transaction: the mention rows of `text` (the message or note written),
+/// the events (each announced to every replica), the audit row. `written`
+/// is what the main statement assigned. The caller holds the room's lock,
+/// so event ids come after every committed id of the room.
+async fn store_record(
     conn: &mut PgConnection,
     room: &str,
-    actor: &str,
-    now: i64,
-    e: &NewEvent,
-) -> Result<Event> {
-    let id: i64 = sqlx::query_scalar(
-        "WITH e AS (INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING id) \
-         SELECT id, pg_notify('chatroom_events', $1 || ' ' || id) IS NULL FROM e",
-    )
-    .bind(room)
-    .bind(now)
-    .bind(e.kind)
-    .bind(actor)
-    .bind(e.task_id)
-    .bind(e.message_id)
-    .bind(e.detail.to_string())
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(text_error)?;
-    Ok(Event {
-        id,
-        room: room.to_owned(),
-        ts: now,
-        kind: e.kind.to_owned(),
-        actor: actor.to_owned(),
-        task_id: e.task_id,
-        message_id: e.message_id,
-        detail: e.detail.clone(),
-    })
+    mut record: Record,
+    written: &Written,
+    text: &str,
+) -> Result<Vec<Event>> {
+    record.stamp(written);
+    let Record {
+        now,
+        actor,
+        events,
+        mentions,
+        audit_tool,
+        task_id,
+    } = record;
+    if !mentions.is_empty() {
+        sqlx::query(
+            "INSERT INTO mentions (room, agent, message_id, note_id, task_id, author, ts, body) \
+             SELECT $1, a, $3, $4, $5, $6, $7, $8 FROM UNNEST($2::text[]) WITH ORDINALITY AS m(a, n) ORDER BY n",
+        )
+        .bind(room)
+        .bind(&mentions)
+        .bind(written.message_id)
+        .bind(written.note_id)
+        .bind(task_id)
+        .bind(&actor)
+        .bind(now)
+        .bind(text)
+        .execute(&mut *conn)
+        .await?;
+    }
+    let mut stored = Vec::with_capacity(events.len());
+    for e in events {
+        let id: i64 = sqlx::query_scalar(
+            "WITH e AS (INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING id) \
+             SELECT id, pg_notify('chatroom_events', $1 || ' ' || id) IS NULL FROM e",
+        )
+        .bind(room)
+        .bind(now)
+        .bind(e.kind.as_str())
+        .bind(&actor)
+        .bind(e.task_id)
+        .bind(e.message_id)
+        .bind(e.detail.to_string())
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(text_error)?;
+        stored.push(Event {
+            id,
+            room: room.to_owned(),
+            ts: now,
+            kind: e.kind.as_str().to_owned(),
+            actor: actor.clone(),
+            task_id: e.task_id,
+            message_id: e.message_id,
+            detail: e.detail,
+        });
+    }
+    if let Some(tool) = audit_tool {
+        sqlx::query(
+            "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, 'ok')",
+        )
+        .bind(now)
+        .bind(&actor)
+        .bind(room)
+        .bind(tool)
+        .bind(task_id)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(stored)
+}
+
+/// The one event of a write that records one.
+fn only(events: Vec<Event>) -> Result<Event> {
+    events
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::internal(anyhow::anyhow!("the write recorded no event")))
 }
 
 /// PostgreSQL refuses the NUL character in text, which SQLite stores: say so
@@ -277,58 +335,6 @@ fn text_error(e: sqlx::Error) -> Error {
         ),
         _ => e.into(),
     }
-}
-
-async fn insert_audit_row(
-    conn: &mut PgConnection,
-    audit: &Audit,
-    room: &str,
-    task_id: Option<i64>,
-    now: i64,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, 'ok')",
-    )
-    .bind(now)
-    .bind(&audit.agent)
-    .bind(room)
-    .bind(audit.tool)
-    .bind(task_id)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn insert_mentions(
-    conn: &mut PgConnection,
-    room: &str,
-    agents: &[String],
-    message_id: Option<i64>,
-    note_id: Option<i64>,
-    task_id: Option<i64>,
-    author: &str,
-    body: &str,
-    now: i64,
-) -> Result<()> {
-    if agents.is_empty() {
-        return Ok(());
-    }
-    sqlx::query(
-        "INSERT INTO mentions (room, agent, message_id, note_id, task_id, author, ts, body) \
-         SELECT $1, a, $3, $4, $5, $6, $7, $8 FROM UNNEST($2::text[]) WITH ORDINALITY AS m(a, n) ORDER BY n",
-    )
-    .bind(room)
-    .bind(agents)
-    .bind(message_id)
-    .bind(note_id)
-    .bind(task_id)
-    .bind(author)
-    .bind(now)
-    .bind(body)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
 }
 
 /// Deletes a room's chat, events, mentions and files older than `cutoff`.
@@ -370,7 +376,7 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn create_room(&self, room: &Room) -> Result<bool> {
+    async fn create_room(&self, room: &Room, now: i64) -> Result<bool> {
         let done = sqlx::query(
             "INSERT INTO rooms (name, description, repo_url, onboarding_notes, retention_days, created_ts) \
              VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
@@ -380,7 +386,7 @@ impl Store for PostgresStore {
         .bind(&room.repo_url)
         .bind(&room.onboarding_notes)
         .bind(room.retention_days)
-        .bind(crate::clock::now_ms())
+        .bind(now)
         .execute(&self.pool)
         .await
         .map_err(text_error)?;
@@ -395,15 +401,16 @@ impl Store for PostgresStore {
         Ok(row.as_ref().map(room_from_row))
     }
 
-    async fn list_rooms(&self) -> Result<Vec<RoomSummary>> {
+    async fn list_rooms(&self, now: i64) -> Result<Vec<RoomSummary>> {
         let rows = sqlx::query(
             "SELECT r.*, \
-             (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status IN ('pending','in_progress','blocked','in_review')) AS open_tasks, \
+             (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status = ANY($2)) AS open_tasks, \
              (SELECT COUNT(*) FROM messages m WHERE m.room = r.name) AS messages, \
              (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > $1)) AS files \
              FROM rooms r ORDER BY r.name COLLATE \"C\"",
         )
-        .bind(crate::clock::now_ms())
+        .bind(now)
+        .bind(Status::OPEN.map(Status::as_str).as_slice())
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -421,9 +428,8 @@ impl Store for PostgresStore {
         &self,
         room: &str,
         info: &RoomInfo,
-        audit: Option<&Audit>,
+        record: Record,
     ) -> Result<Option<(Room, Event)>> {
-        let now = crate::clock::now_ms();
         let mut tx = self.begin_room(room).await?;
         let row = sqlx::query(
             "UPDATE rooms SET description = COALESCE($2, description), \
@@ -439,33 +445,7 @@ impl Store for PostgresStore {
         .map_err(text_error)?;
         let Some(row) = row else { return Ok(None) };
         let updated = room_from_row(&row);
-        let mut fields = Vec::new();
-        if info.description.is_some() {
-            fields.push("description");
-        }
-        if info.repo_url.is_some() {
-            fields.push("repo_url");
-        }
-        if info.onboarding_notes.is_some() {
-            fields.push("onboarding_notes");
-        }
-        let actor = audit.map(|a| a.agent.as_str()).unwrap_or("(admin)");
-        let event = insert_event(
-            &mut tx,
-            room,
-            actor,
-            now,
-            &NewEvent {
-                kind: "room_info_updated",
-                task_id: None,
-                message_id: None,
-                detail: json!({"fields": fields}),
-            },
-        )
-        .await?;
-        if let Some(audit) = audit {
-            insert_audit_row(&mut tx, audit, room, None, now).await?;
-        }
+        let event = only(store_record(&mut tx, room, record, &Written::default(), "").await?)?;
         tx.commit().await?;
         Ok(Some((updated, event)))
     }
@@ -474,8 +454,7 @@ impl Store for PostgresStore {
         &self,
         room: &str,
         days: i64,
-        audit: Option<&Audit>,
-        now: i64,
+        record: Record,
     ) -> Result<Option<(Event, PruneCount)>> {
         let mut tx = self.begin_room(room).await?;
         let done = sqlx::query("UPDATE rooms SET retention_days = $2 WHERE name = $1")
@@ -487,27 +466,15 @@ impl Store for PostgresStore {
             return Ok(None);
         }
         let pruned = if days > 0 {
-            prune_room(&mut tx, room, now - days * 86_400_000).await?
+            prune_room(&mut tx, room, record.now - days * 86_400_000).await?
         } else {
             PruneCount::default()
         };
-        let actor = audit.map(|a| a.agent.as_str()).unwrap_or("(admin)");
-        let event = insert_event(
-            &mut tx,
-            room,
-            actor,
-            now,
-            &NewEvent {
-                kind: "retention_set",
-                task_id: None,
-                message_id: None,
-                detail: json!({"days": days, "pruned": pruned}),
-            },
-        )
-        .await?;
-        if let Some(audit) = audit {
-            insert_audit_row(&mut tx, audit, room, None, now).await?;
-        }
+        let written = Written {
+            pruned: Some(pruned),
+            ..Written::default()
+        };
+        let event = only(store_record(&mut tx, room, record, &written, "").await?)?;
         tx.commit().await?;
         Ok(Some((event, pruned)))
     }
@@ -558,7 +525,7 @@ impl Store for PostgresStore {
         Ok(total)
     }
 
-    async fn insert_token(&self, t: &NewToken) -> Result<i64> {
+    async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
         Ok(sqlx::query_scalar(
             "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
@@ -572,7 +539,7 @@ impl Store for PostgresStore {
         .bind(t.all_rooms)
         .bind(t.lead)
         .bind(&t.skills)
-        .bind(crate::clock::now_ms())
+        .bind(now)
         .fetch_one(&self.pool)
         .await
         .map_err(text_error)?)
@@ -678,63 +645,37 @@ impl Store for PostgresStore {
     async fn post_message(
         &self,
         room: &str,
-        author: &str,
         body: &str,
         reply_to: Option<i64>,
-        mentions: &[String],
-        audit: &Audit,
+        record: Record,
     ) -> Result<(Message, Event)> {
-        let now = crate::clock::now_ms();
         let mut tx = self.begin_room(room).await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO messages (room, ts, author, body, reply_to) VALUES ($1, $2, $3, $4, $5) RETURNING id",
         )
         .bind(room)
-        .bind(now)
-        .bind(author)
+        .bind(record.now)
+        .bind(&record.actor)
         .bind(body)
         .bind(reply_to)
         .fetch_one(&mut *tx)
         .await
         .map_err(text_error)?;
-        insert_mentions(
-            &mut tx,
-            room,
-            mentions,
-            Some(id),
-            None,
-            None,
-            author,
-            body,
-            now,
-        )
-        .await?;
-        let event = insert_event(
-            &mut tx,
-            room,
-            author,
-            now,
-            &NewEvent {
-                kind: "message",
-                task_id: None,
-                message_id: Some(id),
-                detail: json!({"body": body, "reply_to": reply_to, "mentions": mentions}),
-            },
-        )
-        .await?;
-        insert_audit_row(&mut tx, audit, room, None, now).await?;
+        let message = Message {
+            id,
+            room: room.to_owned(),
+            ts: record.now,
+            author: record.actor.clone(),
+            body: body.to_owned(),
+            reply_to,
+        };
+        let written = Written {
+            message_id: Some(id),
+            ..Written::default()
+        };
+        let event = only(store_record(&mut tx, room, record, &written, body).await?)?;
         tx.commit().await?;
-        Ok((
-            Message {
-                id,
-                room: room.to_owned(),
-                ts: now,
-                author: author.to_owned(),
-                body: body.to_owned(),
-                reply_to,
-            },
-            event,
-        ))
+        Ok((message, event))
     }
 
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
@@ -966,7 +907,7 @@ impl Store for PostgresStore {
         &self,
         room: &str,
         t: &NewTask,
-        audit: &Audit,
+        record: Record,
     ) -> Result<(Task, Vec<Event>)> {
         let mut tx = self.begin_room(room).await?;
         let id: i64 = sqlx::query_scalar(
@@ -980,7 +921,7 @@ impl Store for PostgresStore {
         .bind(t.status.as_str())
         .bind(&t.assignee)
         .bind(&t.created_by)
-        .bind(t.now)
+        .bind(record.now)
         .bind(&t.priority)
         .bind(&t.required_skill)
         .bind(t.needs_review)
@@ -1000,43 +941,11 @@ impl Store for PostgresStore {
         let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
             Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
         })?;
-        let base = json!({"title": task.title, "status": task.status, "assignee": task.assignee, "version": 1});
-        let mut created = base.clone();
-        created["priority"] = json!(task.priority);
-        created["depends_on"] = json!(task.depends_on);
-        let mut events = vec![
-            insert_event(
-                &mut tx,
-                room,
-                &t.created_by,
-                t.now,
-                &NewEvent {
-                    kind: "task_created",
-                    task_id: Some(id),
-                    message_id: None,
-                    detail: created,
-                },
-            )
-            .await?,
-        ];
-        if t.claimed {
-            events.push(
-                insert_event(
-                    &mut tx,
-                    room,
-                    &t.created_by,
-                    t.now,
-                    &NewEvent {
-                        kind: "task_claimed",
-                        task_id: Some(id),
-                        message_id: None,
-                        detail: base,
-                    },
-                )
-                .await?,
-            );
-        }
-        insert_audit_row(&mut tx, audit, room, Some(id), t.now).await?;
+        let written = Written {
+            task_id: Some(id),
+            ..Written::default()
+        };
+        let events = store_record(&mut tx, room, record, &written, "").await?;
         tx.commit().await?;
         Ok((task, events))
     }
@@ -1081,9 +990,9 @@ impl Store for PostgresStore {
         &self,
         room: &str,
         id: i64,
-        c: &TaskChange,
-        audit: Option<&Audit>,
+        c: TaskChange,
     ) -> Result<Option<(Task, Vec<Event>)>> {
+        let now = c.record.now;
         let mut tx = self.begin_room(room).await?;
         // Guarded by the version the domain decided on: a change decided on a
         // task that moved on since (on any replica) writes nothing.
@@ -1100,7 +1009,7 @@ impl Store for PostgresStore {
         .bind(&c.result)
         .bind(c.lease_seconds)
         .bind(c.lease_expires_ts)
-        .bind(c.now)
+        .bind(now)
         .bind(c.expected_version)
         .execute(&mut *tx)
         .await
@@ -1108,49 +1017,23 @@ impl Store for PostgresStore {
         if done.rows_affected() == 0 {
             return Ok(None);
         }
-        let actor = audit
-            .map(|a| a.agent.clone())
-            .unwrap_or_else(|| crate::domain::board::SERVER_ACTOR.to_owned());
-        let note_id = match &c.note {
-            Some(NewNote {
-                author,
-                body,
-                mentions,
-            }) => {
-                let note_id: i64 = sqlx::query_scalar(
-                    "INSERT INTO notes (task_id, room, ts, author, body) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                )
-                .bind(id)
-                .bind(room)
-                .bind(c.now)
-                .bind(author)
-                .bind(body)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(text_error)?;
-                insert_mentions(
-                    &mut tx,
-                    room,
-                    mentions,
-                    None,
-                    Some(note_id),
-                    Some(id),
-                    author,
-                    body,
-                    c.now,
-                )
-                .await?;
-                Some(note_id)
-            }
-            None => None,
-        };
-        let mut events = Vec::with_capacity(c.events.len());
-        for e in c.events_with_note(note_id) {
-            events.push(insert_event(&mut tx, room, &actor, c.now, &e).await?);
+        let mut written = Written::default();
+        if let Some(body) = &c.note {
+            let note_id: i64 = sqlx::query_scalar(
+                "INSERT INTO notes (task_id, room, ts, author, body) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            )
+            .bind(id)
+            .bind(room)
+            .bind(now)
+            .bind(&c.record.actor)
+            .bind(body)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(text_error)?;
+            written.note_id = Some(note_id);
         }
-        if let Some(audit) = audit {
-            insert_audit_row(&mut tx, audit, room, Some(id), c.now).await?;
-        }
+        let text = c.note.as_deref().unwrap_or_default();
+        let events = store_record(&mut tx, room, c.record, &written, text).await?;
         let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
             Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
         })?;
@@ -1161,9 +1044,10 @@ impl Store for PostgresStore {
     async fn lapsed_leases(&self, now: i64) -> Result<Vec<(String, i64)>> {
         Ok(sqlx::query_as(
             "SELECT room, id FROM tasks WHERE lease_expires_ts IS NOT NULL AND lease_expires_ts <= $1 \
-             AND status IN ('in_progress', 'blocked') LIMIT 500",
+             AND status = ANY($2) LIMIT 500",
         )
         .bind(now)
+        .bind(Status::LEASED.map(Status::as_str).as_slice())
         .fetch_all(&self.pool)
         .await?)
     }
@@ -1263,7 +1147,7 @@ impl Store for PostgresStore {
             .collect())
     }
 
-    async fn put_file(&self, room: &str, f: &NewFile, audit: &Audit) -> Result<(FileMeta, Event)> {
+    async fn put_file(&self, room: &str, f: &NewFile, record: Record) -> Result<(FileMeta, Event)> {
         let mut tx = self.begin_room(room).await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO files (room, name, mime, size, sha256, content, author, ts, expires_ts, task_id) \
@@ -1275,8 +1159,8 @@ impl Store for PostgresStore {
         .bind(f.content.len() as i64)
         .bind(&f.sha256)
         .bind(&f.content)
-        .bind(&f.author)
-        .bind(f.now)
+        .bind(&record.actor)
+        .bind(record.now)
         .bind(f.expires_at)
         .bind(f.task_id)
         .fetch_one(&mut *tx)
@@ -1288,25 +1172,16 @@ impl Store for PostgresStore {
             sha256: f.sha256.clone(),
             size: f.content.len() as i64,
             mime: f.mime.clone(),
-            author: f.author.clone(),
-            ts: f.now,
+            author: record.actor.clone(),
+            ts: record.now,
             expires_at: f.expires_at,
             task_id: f.task_id,
         };
-        let event = insert_event(
-            &mut tx,
-            room,
-            &f.author,
-            f.now,
-            &NewEvent {
-                kind: "file_added",
-                task_id: f.task_id,
-                message_id: None,
-                detail: json!({"file_id": id, "name": f.name, "size": meta.size, "sha256": f.sha256}),
-            },
-        )
-        .await?;
-        insert_audit_row(&mut tx, audit, room, f.task_id, f.now).await?;
+        let written = Written {
+            file_id: Some(id),
+            ..Written::default()
+        };
+        let event = only(store_record(&mut tx, room, record, &written, "").await?)?;
         tx.commit().await?;
         Ok((meta, event))
     }
@@ -1349,32 +1224,17 @@ impl Store for PostgresStore {
         Ok(rows.iter().map(file_from_row).collect())
     }
 
-    async fn delete_file(&self, room: &str, id: i64, audit: &Audit) -> Result<Option<Event>> {
-        let now = crate::clock::now_ms();
+    async fn delete_file(&self, room: &str, id: i64, record: Record) -> Result<Option<Event>> {
         let mut tx = self.begin_room(room).await?;
-        let row =
-            sqlx::query("DELETE FROM files WHERE id = $1 AND room = $2 RETURNING name, task_id")
-                .bind(id)
-                .bind(room)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let Some(row) = row else { return Ok(None) };
-        let name: String = row.get("name");
-        let task_id: Option<i64> = row.get("task_id");
-        let event = insert_event(
-            &mut tx,
-            room,
-            &audit.agent,
-            now,
-            &NewEvent {
-                kind: "file_deleted",
-                task_id,
-                message_id: None,
-                detail: json!({"file_id": id, "name": name}),
-            },
-        )
-        .await?;
-        insert_audit_row(&mut tx, audit, room, task_id, now).await?;
+        let done = sqlx::query("DELETE FROM files WHERE id = $1 AND room = $2")
+            .bind(id)
+            .bind(room)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        let event = only(store_record(&mut tx, room, record, &Written::default(), "").await?)?;
         tx.commit().await?;
         Ok(Some(event))
     }
@@ -1524,6 +1384,61 @@ impl Store for PostgresStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    // OAuth: see `postgres/oauth.rs`.
+    async fn oauth_insert_client(&self, client: &OAuthClient) -> Result<()> {
+        self.oauth_insert_client_impl(client).await
+    }
+    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
+        self.oauth_client_impl(client_id).await
+    }
+    async fn oauth_count_clients(&self) -> Result<i64> {
+        self.oauth_count_clients_impl().await
+    }
+    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
+        self.oauth_insert_connect_code_impl(code).await
+    }
+    async fn oauth_approve(
+        &self,
+        connect_hash: &str,
+        client_id: &str,
+        client_name: &str,
+        code: &NewAuthCode,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        self.oauth_approve_impl(connect_hash, client_id, client_name, code, now)
+            .await
+    }
+    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
+        self.oauth_take_auth_code_impl(hash, now).await
+    }
+    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
+        self.oauth_insert_tokens_impl(tokens).await
+    }
+    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
+        self.oauth_token_impl(hash).await
+    }
+    async fn oauth_spend_token(&self, hash: &str, now: i64) -> Result<bool> {
+        self.oauth_spend_token_impl(hash, now).await
+    }
+    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
+        self.oauth_revoke_grant_impl(grant_id, now).await
+    }
+    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
+        self.oauth_revoke_agent_impl(agent, now).await
+    }
+    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
+        self.oauth_list_grants_impl().await
+    }
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
+        self.oauth_purge_grants_impl(revoked_before).await
+    }
+    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
+        self.oauth_key_impl(name, fresh).await
+    }
+    async fn oauth_prune(&self, now: i64) -> Result<u64> {
+        self.oauth_prune_impl(now).await
     }
 }
 

@@ -7,201 +7,22 @@
 //! again on the task as it now is: so of any number of concurrent claimants
 //! exactly one wins, and the losers are told who holds the task.
 
-use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::clock::now_ms;
-use crate::db::NewEvent;
+use crate::domain::model::{
+    EventKind, Mention, NewTask, Note, Record, SERVER_ACTOR, SearchHit, Status, Task, TaskChange,
+    TaskQuery,
+};
 use crate::domain::{Call, Core, limits};
 use crate::error::{Error, Result};
-
-/// The actor of events the server makes itself (a lapsed lease).
-pub const SERVER_ACTOR: &str = "(server)";
 
 /// How often a contended write is decided again before giving up.
 const CAS_ATTEMPTS: usize = 64;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Pending,
-    InProgress,
-    Blocked,
-    InReview,
-    Done,
-    Cancelled,
-}
-
-impl Status {
-    pub const ALL: [Status; 6] = [
-        Status::Pending,
-        Status::InProgress,
-        Status::Blocked,
-        Status::InReview,
-        Status::Done,
-        Status::Cancelled,
-    ];
-    /// The statuses `open` stands for.
-    pub const OPEN: [Status; 4] = [
-        Status::Pending,
-        Status::InProgress,
-        Status::Blocked,
-        Status::InReview,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::InProgress => "in_progress",
-            Status::Blocked => "blocked",
-            Status::InReview => "in_review",
-            Status::Done => "done",
-            Status::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<Status> {
-        Status::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "unknown status {s:?}; statuses are pending, in_progress, blocked, in_review, done, cancelled"
-                ))
-            })
-    }
-
-    pub fn is_final(self) -> bool {
-        matches!(self, Status::Done | Status::Cancelled)
-    }
-
-    /// Whether a task in this status has a holder (its assignee).
-    pub fn held(self) -> bool {
-        matches!(
-            self,
-            Status::InProgress | Status::Blocked | Status::InReview
-        )
-    }
-
-    /// Whether a lease runs in this status.
-    pub fn leased(self) -> bool {
-        matches!(self, Status::InProgress | Status::Blocked)
-    }
-}
-
-/// A task as clients see it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Task {
-    pub id: i64,
-    pub room: String,
-    pub title: String,
-    pub body: String,
-    pub status: Status,
-    pub assignee: Option<String>,
-    pub depends_on: Vec<i64>,
-    pub blocked_by_unfinished: Vec<i64>,
-    pub version: i64,
-    pub created_by: String,
-    #[serde(with = "crate::clock::ts")]
-    pub created_ts: i64,
-    #[serde(with = "crate::clock::ts")]
-    pub updated_ts: i64,
-    pub priority: String,
-    pub required_skill: Option<String>,
-    pub needs_review: bool,
-    pub result: Option<String>,
-    #[serde(with = "crate::clock::ts_opt")]
-    pub lease_expires_ts: Option<i64>,
-    /// The lease length a holder's writes renew; not shown.
-    #[serde(skip)]
-    pub lease_seconds: Option<i64>,
-}
-
-impl Task {
-    /// The holder: the assignee of a task in a held status.
-    pub fn holder(&self) -> Option<&str> {
-        self.assignee.as_deref().filter(|_| self.status.held())
-    }
-
-    fn lease_lapsed(&self, now: i64) -> bool {
-        self.status.leased() && self.lease_expires_ts.is_some_and(|t| t <= now)
-    }
-}
-
-/// A note on a task's thread.
-#[derive(Debug, Clone, Serialize)]
-pub struct Note {
-    pub id: i64,
-    pub task_id: i64,
-    pub author: String,
-    #[serde(with = "crate::clock::ts")]
-    pub ts: i64,
-    pub body: String,
-}
-
-/// A note to add with a change.
-#[derive(Debug, Clone)]
-pub struct NewNote {
-    pub author: String,
-    pub body: String,
-    pub mentions: Vec<String>,
-}
-
-/// A task to create.
-#[derive(Debug, Clone)]
-pub struct NewTask {
-    pub title: String,
-    pub body: String,
-    pub depends_on: Vec<i64>,
-    pub status: Status,
-    pub assignee: Option<String>,
-    pub created_by: String,
-    pub priority: String,
-    pub required_skill: Option<String>,
-    pub needs_review: bool,
-    /// Whether the creator claims it at once (adds a `task_claimed` event).
-    pub claimed: bool,
-    pub now: i64,
-}
-
-/// The whole new state of a task's mutable fields, decided on
-/// `expected_version`, with the events and the note that go with it.
-#[derive(Debug, Clone)]
-pub struct TaskChange {
-    pub expected_version: i64,
-    pub status: Status,
-    pub assignee: Option<String>,
-    pub body: String,
-    pub result: Option<String>,
-    pub lease_seconds: Option<i64>,
-    pub lease_expires_ts: Option<i64>,
-    pub note: Option<NewNote>,
-    pub events: Vec<NewEvent>,
-    pub now: i64,
-}
-
 impl TaskChange {
-    /// The events to append, the `note_added` one completed with the note as
-    /// stored (its id is known only once the store has written it).
-    pub fn events_with_note(&self, note_id: Option<i64>) -> Vec<NewEvent> {
-        self.events
-            .iter()
-            .map(|e| {
-                let mut e = e.clone();
-                if e.kind == "note_added"
-                    && let (Some(note_id), Some(note)) = (note_id, &self.note)
-                {
-                    e.detail["note_id"] = json!(note_id);
-                    e.detail["body"] = json!(note.body);
-                    e.detail["mentions"] = json!(note.mentions);
-                }
-                e
-            })
-            .collect()
-    }
-
-    /// A change that starts from `task` as it is.
-    fn from(task: &Task, now: i64) -> TaskChange {
+    /// A change that starts from `task` as it is, written with `record`.
+    fn from(task: &Task, mut record: Record) -> TaskChange {
+        record.task_id = Some(task.id);
         TaskChange {
             expected_version: task.version,
             status: task.status,
@@ -211,8 +32,7 @@ impl TaskChange {
             lease_seconds: task.lease_seconds,
             lease_expires_ts: task.lease_expires_ts,
             note: None,
-            events: Vec::new(),
-            now,
+            record,
         }
     }
 
@@ -226,8 +46,10 @@ impl TaskChange {
         self
     }
 
-    /// Appends an event; the detail gets the task's new status, assignee and version.
-    fn event(mut self, kind: &'static str, task: &Task, mut detail: Value) -> TaskChange {
+    /// Appends an event; the detail gets the task's new status, assignee and
+    /// version, and a `note_added` one the note (its id comes from the store,
+    /// [`Record::stamp`]).
+    fn event(mut self, kind: EventKind, task: &Task, mut detail: Value) -> TaskChange {
         let base = json!({
             "title": task.title,
             "status": self.status,
@@ -238,13 +60,14 @@ impl TaskChange {
             for (k, v) in b {
                 d.entry(k).or_insert(v);
             }
+            if kind == EventKind::NoteAdded
+                && let Some(body) = &self.note
+            {
+                d.insert("body".into(), json!(body));
+                d.insert("mentions".into(), json!(self.record.mentions));
+            }
         }
-        self.events.push(NewEvent {
-            kind,
-            task_id: Some(task.id),
-            message_id: None,
-            detail,
-        });
+        self.record = self.record.event(kind, Some(task.id), None, detail);
         self
     }
 
@@ -254,86 +77,17 @@ impl TaskChange {
             && self.status.leased()
             && let Some(secs) = self.lease_seconds
         {
-            self.lease_expires_ts = Some(self.now + secs * 1000);
+            self.lease_expires_ts = Some(self.record.now + secs * 1000);
         }
         self
     }
 
-    fn note(mut self, author: &str, body: &str) -> TaskChange {
-        self.note = Some(NewNote {
-            author: author.to_owned(),
-            body: body.to_owned(),
-            mentions: crate::domain::chat::mentions(body),
-        });
+    /// Adds a note by the record's actor.
+    fn note(mut self, body: &str) -> TaskChange {
+        self.note = Some(body.to_owned());
+        self.record.mentions = crate::domain::chat::mentions(body);
         self
     }
-}
-
-/// A list query.
-#[derive(Debug, Clone, Default)]
-pub struct TaskQuery {
-    /// Empty means every status.
-    pub statuses: Vec<Status>,
-    pub assignee: Option<String>,
-    pub limit: i64,
-    pub before_id: Option<i64>,
-}
-
-/// A mention of an agent in a message or a note.
-#[derive(Debug, Clone, Serialize)]
-pub struct Mention {
-    /// The mention's own index id, for `since_id` paging.
-    #[serde(skip)]
-    pub id: i64,
-    pub message_id: Option<i64>,
-    pub note_id: Option<i64>,
-    pub task_id: Option<i64>,
-    pub author: String,
-    #[serde(with = "crate::clock::ts")]
-    pub ts: i64,
-    pub body: String,
-}
-
-/// One search result.
-#[derive(Debug, Clone, Serialize)]
-pub struct SearchHit {
-    pub kind: String,
-    pub message_id: Option<i64>,
-    pub task_id: Option<i64>,
-    pub note_id: Option<i64>,
-    pub author: String,
-    #[serde(with = "crate::clock::ts")]
-    pub ts: i64,
-    pub snippet: String,
-}
-
-/// A stored file's metadata.
-#[derive(Debug, Clone, Serialize)]
-pub struct FileMeta {
-    pub file_id: i64,
-    pub name: String,
-    pub sha256: String,
-    pub size: i64,
-    pub mime: String,
-    pub author: String,
-    #[serde(with = "crate::clock::ts")]
-    pub ts: i64,
-    #[serde(with = "crate::clock::ts_opt")]
-    pub expires_at: Option<i64>,
-    pub task_id: Option<i64>,
-}
-
-/// A file to store.
-#[derive(Debug, Clone)]
-pub struct NewFile {
-    pub name: String,
-    pub mime: String,
-    pub content: Vec<u8>,
-    pub sha256: String,
-    pub author: String,
-    pub expires_at: Option<i64>,
-    pub task_id: Option<i64>,
-    pub now: i64,
 }
 
 /// What a task action is, for the transition table.
@@ -532,6 +286,9 @@ pub enum Outcome {
 }
 
 /// What a decision on a task as read says to do.
+// Not boxed: a decision lives on the stack for one write, and a box would
+// cost an allocation on every claim.
+#[allow(clippy::large_enum_variant)]
 enum Decision {
     Write(TaskChange),
     Refuse(String),
@@ -549,7 +306,7 @@ impl Core {
             .get_task(room, id)
             .await?
             .ok_or_else(|| Error::not_found(format!("task {id} not found in room {room:?}")))?;
-        if task.lease_lapsed(now_ms()) {
+        if task.lease_lapsed(self.clock.now_ms()) {
             return self.expire_lease(room, id).await;
         }
         Ok(task)
@@ -558,7 +315,7 @@ impl Core {
     /// Returns a task whose lease lapsed to `pending` (idempotent under races).
     pub async fn expire_lease(&self, room: &str, id: i64) -> Result<Task> {
         for _ in 0..CAS_ATTEMPTS {
-            let now = now_ms();
+            let now = self.clock.now_ms();
             let task = self
                 .store
                 .get_task(room, id)
@@ -567,18 +324,15 @@ impl Core {
             if !task.lease_lapsed(now) {
                 return Ok(task);
             }
-            let mut change = TaskChange::from(&task, now).to(Status::Pending);
+            let record = Record::new(SERVER_ACTOR, None, now);
+            let mut change = TaskChange::from(&task, record).to(Status::Pending);
             change.assignee = None;
             let change = change.event(
-                "task_lease_expired",
+                EventKind::TaskLeaseExpired,
                 &task,
                 json!({"previous_assignee": task.assignee}),
             );
-            if let Some((task, events)) = self
-                .store
-                .apply_task_change(room, id, &change, None)
-                .await?
-            {
+            if let Some((task, events)) = self.store.apply_task_change(room, id, change).await? {
                 tracing::info!(room, task_id = id, "lease lapsed; task back to pending");
                 self.bus.publish(events);
                 return Ok(task);
@@ -595,26 +349,27 @@ impl Core {
         room: &str,
         id: i64,
         audited: bool,
-        decide: impl Fn(&Task, i64) -> Result<Decision>,
+        decide: impl Fn(&Task, Record) -> Result<Decision>,
     ) -> Result<(Outcome, Option<i64>)> {
         for _ in 0..CAS_ATTEMPTS {
             let task = self.load_task(room, id).await?;
-            match decide(&task, now_ms())? {
+            let record = Record::new(
+                call.agent.as_str(),
+                audited.then_some(call.tool),
+                self.clock.now_ms(),
+            );
+            match decide(&task, record)? {
                 Decision::Refuse(reason) => return Ok((Outcome::Refused { reason, task }, None)),
                 Decision::Write(change) => {
-                    let audit = call.audit();
-                    let audit = audited.then_some(&audit);
-                    if let Some((task, events)) = self
-                        .store
-                        .apply_task_change(room, id, &change, audit)
-                        .await?
+                    if let Some((task, events)) =
+                        self.store.apply_task_change(room, id, change).await?
                     {
                         if audited {
                             call.mark_audited();
                         }
                         let note_id = events
                             .iter()
-                            .find(|e| e.kind == "note_added")
+                            .find(|e| e.kind == EventKind::NoteAdded.as_str())
                             .and_then(|e| e.detail["note_id"].as_i64());
                         self.bus.publish(events);
                         return Ok((Outcome::Done(task), note_id));
@@ -653,7 +408,7 @@ impl Core {
             limit: limits::clamp_limit(limit, 50, 200),
             before_id,
         };
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let mut tasks = self.store.list_tasks(&room, &query).await?;
         for task in &mut tasks {
             if task.lease_lapsed(now) {
@@ -668,7 +423,7 @@ impl Core {
         call: &Call,
         room: Option<&str>,
         id: i64,
-    ) -> Result<(Task, Vec<crate::domain::board::Note>)> {
+    ) -> Result<(Task, Vec<Note>)> {
         let room = self.room(call, room).await?.name;
         let task = self.load_task(&room, id).await?;
         let notes = self.store.notes(id).await?;
@@ -763,10 +518,24 @@ impl Core {
             priority,
             required_skill: req.required_skill,
             needs_review: req.needs_review,
-            claimed: req.claim,
-            now: now_ms(),
         };
-        let (task, events) = self.store.create_task(&room, &new, &call.audit()).await?;
+        // The new task's id is the store's to assign: `Record::stamp` puts it in.
+        let base = json!({
+            "title": new.title,
+            "status": new.status,
+            "assignee": new.assignee,
+            "version": 1,
+        });
+        let mut created = base.clone();
+        created["priority"] = json!(new.priority);
+        created["depends_on"] = json!(new.depends_on);
+        let mut record =
+            call.record(self.clock.now_ms())
+                .event(EventKind::TaskCreated, None, None, created);
+        if req.claim {
+            record = record.event(EventKind::TaskClaimed, None, None, base);
+        }
+        let (task, events) = self.store.create_task(&room, &new, record).await?;
         call.mark_audited();
         self.bus.publish(events);
         Ok(task)
@@ -789,7 +558,8 @@ impl Core {
                 limits::LEASE_SECONDS_MAX
             )));
         }
-        self.change_task(call, &room, id, true, |task, now| {
+        self.change_task(call, &room, id, true, |task, record| {
+            let now = record.now;
             if task.holder() == Some(call.agent.as_str()) {
                 return Ok(Decision::Refuse("you already hold this task".into()));
             }
@@ -822,12 +592,16 @@ impl Core {
                     task.blocked_by_unfinished
                 )));
             }
-            let mut change = TaskChange::from(task, now).to(Status::InProgress);
+            let mut change = TaskChange::from(task, record).to(Status::InProgress);
             change.assignee = Some(call.agent.clone());
             change.lease_seconds = lease_seconds;
             change.lease_expires_ts = lease_seconds.map(|s| now + s * 1000);
             let detail = json!({"lease_seconds": lease_seconds});
-            Ok(Decision::Write(change.event("task_claimed", task, detail)))
+            Ok(Decision::Write(change.event(
+                EventKind::TaskClaimed,
+                task,
+                detail,
+            )))
         })
         .await
         .map(|(o, _)| o)
@@ -853,7 +627,7 @@ impl Core {
             limits::check("note", note, limits::NOTE)?;
         }
         let outcome = self
-            .change_task(call, &room, id, true, |task, now| {
+            .change_task(call, &room, id, true, |task, record| {
                 if let Some(expected) = req.expected_version
                     && expected != task.version
                 {
@@ -863,7 +637,7 @@ impl Core {
                     )));
                 }
                 let roles = Roles::of(call, task);
-                let mut change = TaskChange::from(task, now);
+                let mut change = TaskChange::from(task, record);
                 let mut detail = json!({});
                 if let Some(to) = req.status {
                     let to = transition(Action::SetStatus(to), task.status, roles, task.needs_review)?;
@@ -889,17 +663,17 @@ impl Core {
                     detail["body_changed"] = json!(true);
                 }
                 if let Some(note) = &req.note {
-                    change = change.note(&call.agent, note);
+                    change = change.note(note);
                 }
                 let change = change.renew_lease(task, &call.agent);
                 let kind = if req.status.is_none() && req.body.is_none() {
-                    "note_added"
+                    EventKind::NoteAdded
                 } else {
-                    "task_updated"
+                    EventKind::TaskUpdated
                 };
                 let mut change = change.event(kind, task, detail);
-                if kind == "task_updated" && change.note.is_some() {
-                    change = change.event("note_added", task, json!({}));
+                if kind == EventKind::TaskUpdated && change.note.is_some() {
+                    change = change.event(EventKind::NoteAdded, task, json!({}));
                 }
                 Ok(Decision::Write(change))
             })
@@ -920,7 +694,7 @@ impl Core {
         if let Some(r) = reason {
             limits::check("reason", r, limits::REASON)?;
         }
-        self.change_task(call, &room, id, true, |task, now| {
+        self.change_task(call, &room, id, true, |task, record| {
             match transition(
                 Action::Release,
                 task.status,
@@ -929,10 +703,10 @@ impl Core {
             ) {
                 Err(r) => Ok(Decision::Refuse(r.message().to_owned())),
                 Ok(to) => {
-                    let mut change = TaskChange::from(task, now).to(to);
+                    let mut change = TaskChange::from(task, record).to(to);
                     change.assignee = None;
                     Ok(Decision::Write(change.event(
-                        "task_released",
+                        EventKind::TaskReleased,
                         task,
                         json!({"reason": reason}),
                     )))
@@ -955,11 +729,15 @@ impl Core {
         limits::non_empty("body", body)?;
         limits::check("body", body, limits::NOTE)?;
         let (outcome, note_id) = self
-            .change_task(call, &room, id, true, |task, now| {
-                let change = TaskChange::from(task, now)
-                    .note(&call.agent, body)
+            .change_task(call, &room, id, true, |task, record| {
+                let change = TaskChange::from(task, record)
+                    .note(body)
                     .renew_lease(task, &call.agent);
-                Ok(Decision::Write(change.event("note_added", task, json!({}))))
+                Ok(Decision::Write(change.event(
+                    EventKind::NoteAdded,
+                    task,
+                    json!({}),
+                )))
             })
             .await?;
         Ok((done_or_conflict(outcome)?, note_id.unwrap_or_default()))
@@ -977,17 +755,17 @@ impl Core {
         limits::non_empty("result", result)?;
         limits::check("result", result, limits::RESULT)?;
         let outcome = self
-            .change_task(call, &room, id, true, |task, now| {
+            .change_task(call, &room, id, true, |task, record| {
                 let to = transition(
                     Action::Submit,
                     task.status,
                     Roles::of(call, task),
                     task.needs_review,
                 )?;
-                let mut change = TaskChange::from(task, now).to(to);
+                let mut change = TaskChange::from(task, record).to(to);
                 change.result = Some(result.to_owned());
                 Ok(Decision::Write(change.event(
-                    "task_submitted",
+                    EventKind::TaskSubmitted,
                     task,
                     json!({}),
                 )))
@@ -1017,23 +795,24 @@ impl Core {
             ));
         }
         let outcome = self
-            .change_task(call, &room, id, true, |task, now| {
+            .change_task(call, &room, id, true, |task, record| {
                 let to = transition(
                     Action::Review { approve },
                     task.status,
                     Roles::of(call, task),
                     task.needs_review,
                 )?;
-                let mut change = TaskChange::from(task, now).to(to);
+                let mut change = TaskChange::from(task, record).to(to);
                 if !approve {
                     change.assignee = None;
                 }
                 if let Some(n) = note {
-                    change = change.note(&call.agent, n);
+                    change = change.note(n);
                 }
-                let mut change = change.event("task_reviewed", task, json!({"approve": approve}));
+                let mut change =
+                    change.event(EventKind::TaskReviewed, task, json!({"approve": approve}));
                 if change.note.is_some() {
-                    change = change.event("note_added", task, json!({}));
+                    change = change.event(EventKind::NoteAdded, task, json!({}));
                 }
                 Ok(Decision::Write(change))
             })
@@ -1055,16 +834,16 @@ impl Core {
             limits::check("reason", r, limits::REASON)?;
         }
         let outcome = self
-            .change_task(call, &room, id, true, |task, now| {
+            .change_task(call, &room, id, true, |task, record| {
                 let to = transition(
                     Action::Cancel,
                     task.status,
                     Roles::of(call, task),
                     task.needs_review,
                 )?;
-                let change = TaskChange::from(task, now).to(to);
+                let change = TaskChange::from(task, record).to(to);
                 Ok(Decision::Write(change.event(
-                    "task_cancelled",
+                    EventKind::TaskCancelled,
                     task,
                     json!({"reason": reason}),
                 )))
@@ -1111,7 +890,7 @@ impl Core {
 
     /// Returns lapsed leases to `pending`; the background sweeper calls this.
     pub async fn sweep_leases(&self) -> Result<usize> {
-        let lapsed = self.store.lapsed_leases(now_ms()).await?;
+        let lapsed = self.store.lapsed_leases(self.clock.now_ms()).await?;
         for (room, id) in &lapsed {
             self.expire_lease(room, *id).await?;
         }

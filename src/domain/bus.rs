@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::broadcast;
 
-use crate::db::Event;
+use crate::domain::model::Event;
 
 /// How many events a slow subscriber may fall behind before it is told it
 /// lagged (it then re-reads from the database).
@@ -56,7 +56,7 @@ impl EventBus {
     }
 
     /// Announces committed events; having no subscriber is fine.
-    pub fn publish(&self, events: impl IntoIterator<Item = crate::db::Event>) {
+    pub fn publish(&self, events: impl IntoIterator<Item = Event>) {
         match self.seen.get() {
             None => {
                 for e in events {

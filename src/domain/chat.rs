@@ -1,6 +1,8 @@
 //! Chat: messages with reply threads and `@mentions`.
 
-use crate::db::Message;
+use serde_json::json;
+
+use crate::domain::model::{EventKind, Message, Record};
 use crate::domain::{Call, Core, limits};
 use crate::error::{Error, Result};
 
@@ -43,6 +45,14 @@ pub fn mentions_agent(body: &str, agent: &str) -> bool {
     mentions(body).contains(&agent)
 }
 
+/// `record` completed for posting `body`: its mentions and its `message`
+/// event (the store gives it the message's id, `Record::stamp`).
+pub fn message_record(mut record: Record, body: &str, reply_to: Option<i64>) -> Record {
+    record.mentions = mentions(body);
+    let detail = json!({"body": body, "reply_to": reply_to, "mentions": record.mentions});
+    record.event(EventKind::Message, None, None, detail)
+}
+
 impl Core {
     pub async fn post_message(
         &self,
@@ -66,16 +76,10 @@ impl Core {
                 }
             }
         }
+        let record = message_record(call.record(self.clock.now_ms()), body, reply_to);
         let (message, event) = self
             .store
-            .post_message(
-                &room.name,
-                &call.agent,
-                body,
-                reply_to,
-                &mentions(body),
-                &call.audit(),
-            )
+            .post_message(&room.name, body, reply_to, record)
             .await?;
         call.mark_audited();
         self.bus.publish([event]);

@@ -5,27 +5,20 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::db::{Event, EventFilter, EventPage, Room};
+use crate::domain::model::{Event, EventFilter, EventKind, EventPage, Room};
 use crate::domain::{Call, Core, limits};
 use crate::error::{Error, Result};
 
-/// Every event kind there is.
-pub const KINDS: &[&str] = &[
-    "message",
-    "task_created",
-    "task_claimed",
-    "task_updated",
-    "task_released",
-    "note_added",
-    "task_submitted",
-    "task_reviewed",
-    "task_cancelled",
-    "task_lease_expired",
-    "file_added",
-    "file_deleted",
-    "room_info_updated",
-    "retention_set",
-];
+/// The name of every event kind there is.
+pub const KINDS: [&str; EventKind::ALL.len()] = {
+    let mut names = [""; EventKind::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = EventKind::ALL[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 /// What `wait_for_change` found.
 #[derive(Debug, Clone)]
@@ -45,7 +38,7 @@ impl Core {
     ) -> Result<(String, Vec<Event>, i64)> {
         let room = self.room(call, room).await?;
         if let Some(kind) = &filter.kind
-            && !KINDS.contains(&kind.as_str())
+            && EventKind::parse(kind).is_none()
         {
             return Err(Error::invalid(format!(
                 "unknown kind {kind:?}; kinds are {}",

@@ -4,8 +4,9 @@
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-use crate::clock::now_ms;
-use crate::db::{FileMeta, NewFile};
+use serde_json::json;
+
+use crate::domain::model::{EventKind, FileMeta, NewFile};
 use crate::domain::{Call, Core, limits};
 use crate::error::{Error, Result};
 
@@ -76,7 +77,7 @@ impl Core {
         if mime.chars().any(char::is_control) {
             return Err(Error::invalid("mime must not hold control characters"));
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let expires_at = match expires_in_hours {
             None => None,
             Some(h) if (1..=MAX_EXPIRY_HOURS).contains(&h) => Some(now + h * 3_600_000),
@@ -98,12 +99,15 @@ impl Core {
             mime: mime.to_owned(),
             sha256: hex::encode(Sha256::digest(&content)),
             content,
-            author: call.agent.clone(),
             expires_at,
             task_id,
-            now,
         };
-        let (meta, event) = self.store.put_file(&room, &file, &call.audit()).await?;
+        // The file's id is the store's to assign: `Record::stamp` puts it in.
+        let detail = json!({"name": file.name, "size": file.content.len(), "sha256": file.sha256});
+        let mut record = call.record(now);
+        record.task_id = task_id;
+        let record = record.event(EventKind::FileAdded, task_id, None, detail);
+        let (meta, event) = self.store.put_file(&room, &file, record).await?;
         call.mark_audited();
         self.bus.publish([event]);
         Ok(meta)
@@ -117,7 +121,7 @@ impl Core {
     ) -> Result<(FileMeta, Vec<u8>)> {
         let room = self.room(call, room).await?.name;
         self.store
-            .get_file(&room, id, now_ms())
+            .get_file(&room, id, self.clock.now_ms())
             .await?
             .ok_or_else(|| Error::not_found(format!("file {id} not found in room {room:?}")))
     }
@@ -132,7 +136,9 @@ impl Core {
         let limit = limits::clamp_limit(limit, 50, 200);
         Ok((
             room.clone(),
-            self.store.list_files(&room, limit, now_ms()).await?,
+            self.store
+                .list_files(&room, limit, self.clock.now_ms())
+                .await?,
         ))
     }
 
@@ -142,7 +148,7 @@ impl Core {
         self.writable(call)?;
         let meta = self
             .store
-            .file_meta(&room, id, now_ms())
+            .file_meta(&room, id, self.clock.now_ms())
             .await?
             .ok_or_else(|| Error::not_found(format!("file {id} not found in room {room:?}")))?;
         if meta.author != call.agent && !call.admin {
@@ -150,9 +156,13 @@ impl Core {
                 "only the uploader or a room admin may delete this file",
             ));
         }
+        let mut record = call.record(self.clock.now_ms());
+        record.task_id = meta.task_id;
+        let detail = json!({"file_id": id, "name": meta.name});
+        let record = record.event(EventKind::FileDeleted, meta.task_id, None, detail);
         let event = self
             .store
-            .delete_file(&room, id, &call.audit())
+            .delete_file(&room, id, record)
             .await?
             .ok_or_else(|| Error::not_found(format!("file {id} not found in room {room:?}")))?;
         call.mark_audited();

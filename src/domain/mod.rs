@@ -8,9 +8,12 @@ pub mod chat;
 pub mod events;
 pub mod files;
 pub mod limits;
+pub mod model;
 pub mod names;
+pub mod oauth;
 pub mod presence;
 pub mod rooms;
+pub mod store;
 pub mod tokens;
 
 use std::sync::Arc;
@@ -20,16 +23,29 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
-use crate::db::{Audit, Room, Store};
+use crate::clock::Clock;
 use crate::error::{Error, Result};
+use model::{Record, Room};
+use store::Store;
 
 pub use bus::EventBus;
 
 /// Settings the rules depend on.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The longest `wait_for_change` parks ([`Settings::wait_timeout`]).
     pub max_wait: Duration,
     pub max_file_bytes: usize,
+}
+
+impl Settings {
+    /// How long a `wait_for_change` asking for `requested` seconds parks:
+    /// 45 s when not given (or not a number), never below 0 nor above
+    /// `max_wait`.
+    pub fn wait_timeout(&self, requested: Option<f64>) -> Duration {
+        let requested = requested.filter(|t| !t.is_nan()).unwrap_or(45.0);
+        Duration::from_secs_f64(requested.clamp(0.0, self.max_wait.as_secs_f64()))
+    }
 }
 
 /// The domain core: storage, the event bus and the settings, shared by every
@@ -42,6 +58,8 @@ pub struct Core {
     pub presence: Arc<presence::Presence>,
     /// Cancelled when the server shuts down; long-polls end on it.
     pub shutdown: CancellationToken,
+    /// The time every decision is made at (the system's, or a test's).
+    pub clock: Clock,
 }
 
 impl Core {
@@ -52,7 +70,14 @@ impl Core {
             settings,
             presence: Arc::new(presence::Presence::default()),
             shutdown,
+            clock: Clock::system(),
         }
+    }
+
+    /// The same core deciding at `clock`'s time (tests move it by hand).
+    pub fn with_clock(mut self, clock: Clock) -> Core {
+        self.clock = clock;
+        self
     }
 
     /// The room a call acts on: the named one if the token is granted it,
@@ -123,12 +148,10 @@ impl Call {
         }
     }
 
-    /// What the store needs to write this call's audit row.
-    pub fn audit(&self) -> Audit {
-        Audit {
-            agent: self.caller.agent.clone(),
-            tool: self.tool,
-        }
+    /// The record of a write this call makes at `now`: by its agent,
+    /// carrying its audit row.
+    pub fn record(&self, now: i64) -> Record {
+        Record::new(self.caller.agent.as_str(), Some(self.tool), now)
     }
 
     /// Notes that a committed write carried this call's audit row.

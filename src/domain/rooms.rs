@@ -1,7 +1,9 @@
 //! Rooms: creation, info, retention and deletion.
 
-use crate::clock::now_ms;
-use crate::db::{PruneCount, Room, RoomInfo};
+use serde_json::json;
+
+use crate::domain::model::{ADMIN_ACTOR, EventKind, Member, PruneCount, Record, Room, RoomInfo};
+use crate::domain::store::Store;
 use crate::domain::{Call, Core, limits, names};
 use crate::error::{Error, Result};
 
@@ -19,8 +21,26 @@ pub fn check_info(info: &RoomInfo) -> Result<()> {
     Ok(())
 }
 
+/// The record of a change made with the admin CLI, which has no token
+/// behind it: by `(admin)`, without an audit row.
+pub fn by_admin(now: i64) -> Record {
+    Record::new(ADMIN_ACTOR, None, now)
+}
+
+/// `record` with the event of changing a room's info to `info`.
+pub fn info_changed(info: &RoomInfo, record: Record) -> Record {
+    let detail = json!({"fields": info.changed_fields()});
+    record.event(EventKind::RoomInfoUpdated, None, None, detail)
+}
+
+/// `record` with the event of setting a room's retention to `days` (the
+/// store adds what it pruned, `Record::stamp`).
+pub fn retention_set(days: i64, record: Record) -> Record {
+    record.event(EventKind::RetentionSet, None, None, json!({"days": days}))
+}
+
 /// Creates a room; `conflict` when it exists.
-pub async fn create(core_store: &dyn crate::db::Store, name: &str, info: RoomInfo) -> Result<Room> {
+pub async fn create(core_store: &dyn Store, name: &str, info: RoomInfo) -> Result<Room> {
     names::check_room(name)?;
     check_info(&info)?;
     let room = Room {
@@ -30,7 +50,10 @@ pub async fn create(core_store: &dyn crate::db::Store, name: &str, info: RoomInf
         onboarding_notes: info.onboarding_notes.unwrap_or_default(),
         retention_days: 0,
     };
-    if !core_store.create_room(&room).await? {
+    if !core_store
+        .create_room(&room, crate::clock::now_ms())
+        .await?
+    {
         return Err(Error::conflict(format!("room {name:?} already exists")));
     }
     Ok(room)
@@ -70,7 +93,11 @@ impl Core {
         check_info(&info)?;
         let (room, event) = self
             .store
-            .update_room_info(&room.name, &info, Some(&call.audit()))
+            .update_room_info(
+                &room.name,
+                &info,
+                info_changed(&info, call.record(self.clock.now_ms())),
+            )
             .await?
             .ok_or_else(|| Error::not_found("the room was deleted meanwhile"))?;
         call.mark_audited();
@@ -90,7 +117,11 @@ impl Core {
         check_retention(days)?;
         let (event, pruned) = self
             .store
-            .set_retention(&room.name, days, Some(&call.audit()), now_ms())
+            .set_retention(
+                &room.name,
+                days,
+                retention_set(days, call.record(self.clock.now_ms())),
+            )
             .await?
             .ok_or_else(|| Error::not_found("the room was deleted meanwhile"))?;
         call.mark_audited();
@@ -122,9 +153,11 @@ impl Core {
         &self,
         call: &Call,
         room: Option<&str>,
-    ) -> Result<(String, Vec<crate::db::Member>)> {
+    ) -> Result<(String, Vec<Member>)> {
         let room = self.room(call, room).await?.name;
-        let mut members = self.store.members(&room).await?;
+        let members = self.store.members(&room).await?;
+        let mut members =
+            super::oauth::with_app_members(self.store.as_ref(), &room, members).await?;
         for m in &mut members {
             if let Some(t) = self.presence.last_seen(&room, &m.agent) {
                 m.last_seen = Some(m.last_seen.map_or(t, |s| s.max(t)));

@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 use crate::auth::admit::RoomArg;
 use crate::auth::body::body_guard;
 use crate::auth::{Caller, Meter, admit, require_token};
-use crate::db::RoomInfo;
 use crate::domain::Call;
+use crate::domain::model::RoomInfo;
 use crate::error::{Error, Result};
 use crate::present::{self, Reply, UNTRUSTED_WARNING, Viewer, digest};
 use crate::state::AppState;
@@ -341,7 +341,7 @@ async fn read_events(
     api: Api,
     Params(p): Params<EventParams>,
 ) -> Result<Json<Value>> {
-    let filter = crate::db::EventFilter {
+    let filter = crate::domain::model::EventFilter {
         since_id: p.since_id.unwrap_or(0),
         limit: p.limit.unwrap_or(100),
         kind: p.kind,
@@ -378,7 +378,7 @@ async fn list_rooms(State(s): State<AppState>, api: Api) -> Result<Json<Value>> 
             if api.room.is_some() {
                 s.core.room(call, api.room()).await?;
             }
-            s.core.store.list_rooms().await
+            s.core.store.list_rooms(s.core.clock.now_ms()).await
         })
         .await?;
     let c = &api.caller;

@@ -32,8 +32,8 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::auth::streams::Slot;
-use crate::db::{Event, EventFilter, TaskQuery};
-use crate::domain::board::Status;
+use crate::domain::model::Status;
+use crate::domain::model::{Event, EventFilter, TaskQuery};
 use crate::domain::{Call, Core};
 use crate::error::{Error, Result};
 use crate::present::{self, UNTRUSTED_WARNING, Viewer};

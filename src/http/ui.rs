@@ -1,9 +1,12 @@
 //! `/ui`: the read-only live dashboard. The page is an askama shell that
 //! holds no data; plain JavaScript and CSS, embedded in the binary, ask the
 //! `/v1` API with a token the user pastes (kept in `sessionStorage` only)
-//! and follow `/v1/stream` with `fetch`. No build step, no CDN: it works on
-//! a LAN with no internet. Off with `CHATROOM_ENABLE_UI=off`; hidden from the
-//! public side with `CHATROOM_CONSOLE_LAN_ONLY` (both `404`).
+//! and follow `/v1/stream` with `fetch`. Agent text is rendered as Markdown
+//! in the browser by the vendored `marked` and sanitised by the vendored
+//! DOMPurify ([`super::shared`]), the same renderer the MCP App embeds. No
+//! build step, no CDN: it works on a LAN with no internet. Off with
+//! `CHATROOM_ENABLE_UI=off`; hidden from the public side with
+//! `CHATROOM_CONSOLE_LAN_ONLY` (both `404`).
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -11,15 +14,15 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{Redirect, Response};
 use axum::routing::get;
 
+use super::shared::{self, asset};
 use crate::error::http_error;
 use crate::server::AppState;
 
 const APP_JS: &str = include_str!("../../templates/ui/app.js");
 const APP_CSS: &str = include_str!("../../templates/ui/app.css");
-const FAVICON: &str = include_str!("../../templates/ui/favicon.svg");
 
 /// The Content-Security-Policy of every `/ui` answer: only this origin's
 /// own script, style and API; no inline code; no framing.
@@ -34,9 +37,24 @@ pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/ui", get(page))
         .route("/ui/", get(|| async { Redirect::permanent("/ui") }))
-        .route("/ui/app.js", get(app_js))
-        .route("/ui/app.css", get(app_css))
-        .route("/ui/favicon.svg", get(favicon))
+        .route("/ui/app.js", get(|| async { asset(JS, APP_JS) }))
+        .route("/ui/app.css", get(|| async { asset(CSS, APP_CSS) }))
+        .route(
+            "/ui/markdown.js",
+            get(|| async { asset(JS, shared::MARKDOWN_JS) }),
+        )
+        .route(
+            "/ui/vendor/marked.js",
+            get(|| async { asset(JS, shared::MARKED_JS) }),
+        )
+        .route(
+            "/ui/vendor/purify.js",
+            get(|| async { asset(JS, shared::PURIFY_JS) }),
+        )
+        .route(
+            "/ui/favicon.svg",
+            get(|| async { asset("image/svg+xml", shared::LOGO_SVG) }),
+        )
         .route_layer(middleware::from_fn_with_state(state, guard))
 }
 
@@ -53,28 +71,8 @@ async fn page() -> Page {
     }
 }
 
-fn asset(content_type: &'static str, body: &'static str) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, content_type),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response()
-}
-
-async fn app_js() -> Response {
-    asset("text/javascript; charset=utf-8", APP_JS)
-}
-
-async fn app_css() -> Response {
-    asset("text/css; charset=utf-8", APP_CSS)
-}
-
-async fn favicon() -> Response {
-    asset("image/svg+xml", FAVICON)
-}
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
 
 /// `404` from the public side while the console is LAN-only; security
 /// headers on everything else.

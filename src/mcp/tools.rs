@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 use super::Chatroom;
 use super::args::*;
 use crate::auth::streams::{self, Slot};
-use crate::db::{EventFilter, RoomInfo};
-use crate::domain::board::{self, Outcome, Status};
+use crate::domain::board::{self, Outcome};
+use crate::domain::model::Status;
+use crate::domain::model::{EventFilter, RoomInfo};
 use crate::domain::{Call, files};
 use crate::error::Result;
 use crate::present::{self, Reply, Viewer};
@@ -70,7 +71,7 @@ impl Chatroom {
             json!({
                 "agent": c.agent,
                 "rooms": if c.all_rooms {
-                    self.state.core.store.list_rooms().await.map(|rs| rs.into_iter().map(|r| r.room.name).collect()).unwrap_or_else(|_| c.rooms())
+                    self.state.core.store.list_rooms(self.state.core.clock.now_ms()).await.map(|rs| rs.into_iter().map(|r| r.room.name).collect()).unwrap_or_else(|_| c.rooms())
                 } else { c.rooms() },
                 "readonly": c.readonly,
                 "admin": c.admin,

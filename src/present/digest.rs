@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::mentions;
 use crate::clock::fmt_ts;
-use crate::db::{Event, EventPage, Room};
+use crate::domain::model::{Event, EventPage, Room};
 
 /// Agent-written text longer than this is cut in the digest (the full text
 /// stays readable with the tools); the digest goes into a prompt.

@@ -10,9 +10,9 @@ use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
 use crate::clock::fmt_ts;
-use crate::db::{Event, Member, Message, Room};
-use crate::domain::board::{FileMeta, Note, Task};
 use crate::domain::chat::mentions_agent;
+use crate::domain::model::{Event, Member, Message, Room};
+use crate::domain::model::{FileMeta, Note, Task};
 
 /// The label on every answer that holds text other agents wrote.
 pub const UNTRUSTED_WARNING: &str =

@@ -1,21 +1,31 @@
 // chatroom dashboard: a read-only live view of a room.
 //
 // Rules this file keeps:
-// - Every string written by agents goes into the page as text (textContent,
-//   text nodes), never parsed as HTML.
+// - Agent text reaches the page only through ChatroomMarkdown.render (a
+//   sanitised fragment, see markdown.js) or as text (textContent, text
+//   nodes); this file never parses a string as HTML.
 // - The token lives in sessionStorage only, and goes only to this origin's
 //   /v1 API in the Authorization header.
 // - Nothing here writes to the server: the dashboard only reads.
 // - Live updates come from /v1/stream read with fetch (EventSource cannot send
-//   a header), reconnecting with back-off after a drop.
+//   a header), reconnecting with back-off after a drop. While the stream is
+//   down the page says so and greys the last data; a refused token says so.
+// - The room (and an open task) live in the URL hash, both ways.
 'use strict';
 
 (function () {
   const TOKEN_KEY = 'chatroom.token';
+  const CONSOLE_KEY = 'chatroom-admin-token';
+  const SEEN_KEY = 'chatroom.seen';
+  const SIDE_KEY = 'chatroom.side';
   const MAX_CHAT = 500;
   const MAX_ACTIVITY = 300;
+  const LONG_MESSAGE = 1500; // characters; longer ones are folded
   const TAIL = 300;
   const STALL_MS = 40000; // three missed keep-alives
+  const MAX_BACKOFF = 10000;
+  const ROOMS_POLL_MS = 30000;
+  const WIDE = window.matchMedia('(min-width: 1280px)');
   const COLUMNS = [
     ['pending', 'Pending'],
     ['in_progress', 'In progress'],
@@ -23,6 +33,14 @@
     ['in_review', 'In review'],
     ['closed', 'Done'],
   ];
+  const STATUS = {
+    pending: 'pending',
+    in_progress: 'in progress',
+    blocked: 'blocked',
+    in_review: 'in review',
+    done: 'done',
+    cancelled: 'cancelled',
+  };
 
   const $ = (id) => document.getElementById(id);
 
@@ -32,9 +50,7 @@
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === undefined || v === null || v === false) continue;
       if (k === 'class') node.className = v;
-      else if (k === 'text') node.textContent = v;
       else if (k === 'title') node.title = v;
-      else if (k.startsWith('data-')) node.setAttribute(k, v);
       else if (k === 'onclick') node.addEventListener('click', v);
       else node.setAttribute(k, v);
     }
@@ -52,6 +68,15 @@
     room: null,
     gen: 0,
     abort: null,
+    // The latest ids when the stream said `ready`: what follows up to them
+    // is history being replayed, not news.
+    readyMsg: Infinity,
+    readyEvent: Infinity,
+    online: false,
+    refused: false,
+    offlineSince: null,
+    retryAt: null,
+    wake: null,
     lastEvent: null,
     lastMsg: null,
     tasks: [],
@@ -60,6 +85,10 @@
     agents: [],
     messages: new Map(),
     activity: new Set(),
+    unseenChat: 0,
+    unread: {},
+    seen: {},
+    openTask: null,
     timers: {},
   };
 
@@ -78,10 +107,15 @@
     for (const [k, v] of Object.entries(params || {})) {
       if (v !== undefined && v !== null) url.searchParams.set(k, v);
     }
-    const res = await fetch(url, {
-      headers: { Authorization: 'Bearer ' + state.token, Accept: 'application/json' },
-      cache: 'no-store',
-    });
+    let res;
+    try {
+      res = await fetch(url, {
+        headers: { Authorization: 'Bearer ' + state.token, Accept: 'application/json' },
+        cache: 'no-store',
+      });
+    } catch (_) {
+      throw new ApiError(0, 'unreachable', 'the server is unreachable');
+    }
     let body = null;
     try {
       body = await res.json();
@@ -95,6 +129,18 @@
     return body;
   }
 
+  /** What a failed read means to the reader, in one sentence. */
+  function failureText(e) {
+    if (e instanceof ApiError && e.status === 0) return 'The server is unreachable.';
+    if (e instanceof ApiError && e.status === 401) return 'The server refused the token.';
+    if (e instanceof ApiError) return e.message;
+    return String(e && e.message ? e.message : e);
+  }
+
+  function handleApiFailure(e) {
+    if (e instanceof ApiError && e.status === 401) setRefused();
+  }
+
   // ---------- formatting ----------
 
   function parseTs(ts) {
@@ -103,7 +149,7 @@
   }
 
   function clock(ts) {
-    const t = parseTs(ts);
+    const t = typeof ts === 'number' ? ts : parseTs(ts);
     if (t === null) return '';
     const d = new Date(t);
     const now = new Date();
@@ -122,6 +168,31 @@
     return Math.round(s / 86400) + 'd ago';
   }
 
+  /** "in 12m 5s" / "3m 2s ago" for a lease end. */
+  function countdown(ts) {
+    const t = parseTs(ts);
+    if (t === null) return '';
+    let s = Math.round((t - Date.now()) / 1000);
+    const late = s < 0;
+    s = Math.abs(s);
+    const h = Math.floor(s / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    const sec = s % 60;
+    const span = h ? h + 'h ' + m + 'm' : m ? m + 'm ' + sec + 's' : sec + 's';
+    return late ? 'lapsed ' + span + ' ago' : span + ' left';
+  }
+
+  /** The same, short, for a card: "59m left", "lapsed". */
+  function leaseShort(ts) {
+    const t = parseTs(ts);
+    if (t === null) return '';
+    const s = Math.round((t - Date.now()) / 1000);
+    if (s < 0) return 'lease lapsed';
+    const h = Math.floor(s / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    return 'lease ' + (h ? h + 'h ' + m + 'm' : m ? m + 'm' : s + 's') + ' left';
+  }
+
   function presence(ts) {
     const t = parseTs(ts);
     if (t === null) return 'away';
@@ -137,47 +208,132 @@
     return (n / 1024 / 1024).toFixed(1) + ' MB';
   }
 
-  /** Text with @mentions wrapped in spans (as text nodes, never HTML). */
-  function withMentions(text) {
-    const out = [];
-    const re = /(^|[^\p{L}\p{N}_.-])@([\p{L}\p{N}_.-]+)/gu;
-    let last = 0;
-    let m;
-    while ((m = re.exec(text)) !== null) {
-      const start = m.index + m[1].length;
-      const name = m[2].replace(/[.-]+$/, '');
-      if (!name) continue;
-      out.push(text.slice(last, start));
-      const mine = state.me && name.toLowerCase() === state.me.agent.toLowerCase();
-      out.push(el('span', { class: mine ? 'mention me' : 'mention' }, '@' + name));
-      last = start + 1 + name.length;
-      re.lastIndex = last;
-    }
-    out.push(text.slice(last));
-    return out;
-  }
+  const plural = (n, one, many) => n + ' ' + (n === 1 ? one : many);
 
   function snippet(text, n) {
     const flat = String(text || '').replace(/\s+/g, ' ').trim();
     return flat.length > n ? flat.slice(0, n - 1) + '…' : flat;
   }
 
-  // ---------- connection indicator ----------
+  function taskHref(n) {
+    return '#room=' + encodeURIComponent(state.room || '') + '&task=' + n;
+  }
+
+  /** Agent text as sanitised Markdown in a `.md` box. */
+  function md(text, inline) {
+    const frag = window.ChatroomMarkdown.render(text, { taskHref, me: state.me && state.me.agent, inline: !!inline });
+    return el(inline ? 'span' : 'div', { class: inline ? 'md inline' : 'md' }, frag);
+  }
+
+  /** Agent text flattened for a one-line snippet. */
+  function flat(text, n) {
+    return snippet(window.ChatroomMarkdown.plain(text || ''), n);
+  }
+
+  // ---------- connection state and banner ----------
 
   function setConn(kind, text) {
     $('conn').dataset.state = kind;
     $('conn-text').textContent = text;
   }
 
+  function banner(kind, title, text, action, onAction) {
+    const b = $('banner');
+    if (!kind) {
+      b.hidden = true;
+      return;
+    }
+    b.className = 'cr-banner' + (kind === 'bad' ? ' bad' : '');
+    b.dataset.kind = kind;
+    $('banner-title').textContent = title;
+    $('banner-text').textContent = text;
+    const btn = $('banner-action');
+    btn.hidden = !action;
+    btn.textContent = action || '';
+    btn.onclick = onAction || null;
+    b.hidden = false;
+  }
+
+  function setOnline() {
+    state.online = true;
+    state.offlineSince = null;
+    $('app').classList.remove('stale');
+    if (!state.refused) banner(null);
+    setConn('live', 'live');
+  }
+
+  function setOffline() {
+    if (state.refused) return;
+    state.online = false;
+    if (state.offlineSince === null) state.offlineSince = Date.now();
+    $('app').classList.add('stale');
+    renderOffline();
+  }
+
+  function renderOffline() {
+    if (state.online || state.refused || $('app').hidden) return;
+    const left = state.retryAt ? Math.max(0, Math.ceil((state.retryAt - Date.now()) / 1000)) : 0;
+    const retry = state.retryAt && left > 0 ? 'retrying in ' + left + ' s' : 'reconnecting…';
+    banner(
+      'offline',
+      'Offline.',
+      'The live connection to the server is down since ' + clock(state.offlineSince) + '; the greyed data is the last seen, and opening a task or a file needs the server (' + retry + ').',
+      'Retry now',
+      () => state.wake && state.wake(),
+    );
+    setConn('retry', 'offline');
+  }
+
+  /** The server no longer takes the token: stop, say so, keep the data. */
+  function setRefused() {
+    if (state.refused) return;
+    state.refused = true;
+    state.online = false;
+    state.gen++;
+    if (state.abort) state.abort.abort();
+    $('app').classList.add('stale');
+    setConn('refused', 'token refused');
+    banner('bad', 'Token refused.', 'The server no longer accepts this token (revoked, or minted for another server): nothing here updates any more, and the greyed data is the last seen.', 'Use another token', () => {
+      forgetToken();
+      showLogin('');
+    });
+  }
+
+  let toastTimer = null;
+  function toast(text) {
+    const t = $('toast');
+    t.textContent = text;
+    t.hidden = false;
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => (t.hidden = true), 6000);
+  }
+
   // ---------- login ----------
+
+  /** Forgets the token in this tab, the console's too when it was that one
+   * (the dashboard opens with the console's token; signing out is both). */
+  function forgetToken() {
+    if (state.token && sessionStorage.getItem(CONSOLE_KEY) === state.token) sessionStorage.removeItem(CONSOLE_KEY);
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.token = null;
+  }
 
   function showLogin(message) {
     state.gen++;
     if (state.abort) state.abort.abort();
+    state.refused = false;
+    state.online = false;
+    banner(null);
+    closeModal();
     $('app').hidden = true;
+    $('app').classList.remove('stale');
     $('login').hidden = false;
     $('forget').hidden = true;
-    $('whoami').textContent = '';
+    $('side-toggle').hidden = true;
+    $('to-console').hidden = true;
+    $('side-console').hidden = true;
+    $('whoami').replaceChildren();
+    $('side-who').replaceChildren();
     $('room-title').textContent = '';
     $('room-desc').textContent = '';
     setConn('off', 'not connected');
@@ -189,32 +345,44 @@
 
   async function start(token) {
     state.token = token;
+    state.refused = false;
     let rooms;
     try {
       rooms = await api('/v1/rooms');
     } catch (e) {
+      // Only a refusal forgets the token; an unreachable server has not
+      // refused it.
+      if (e instanceof ApiError && e.status === 401) {
+        forgetToken();
+        return showLogin('That token was refused (mistyped, revoked, or for another server).');
+      }
       state.token = null;
-      sessionStorage.removeItem(TOKEN_KEY);
-      if (e instanceof ApiError && e.status === 401) return showLogin('That token was refused (mistyped, revoked, or for another server).');
-      if (e instanceof ApiError) return showLogin(e.message);
-      return showLogin('Cannot reach the server.');
+      if (e instanceof ApiError && e.status === 0) return showLogin('Cannot reach the server.');
+      return showLogin(e.message);
     }
     sessionStorage.setItem(TOKEN_KEY, token);
+    try {
+      state.seen = JSON.parse(sessionStorage.getItem(SEEN_KEY) || '{}') || {};
+    } catch (_) {
+      state.seen = {};
+    }
     state.me = rooms;
     state.rooms = rooms.rooms || [];
     $('login').hidden = true;
     $('app').hidden = false;
     $('forget').hidden = false;
+    $('side-toggle').hidden = false;
+    applySide();
     const flags = [];
-    if (rooms.readonly) flags.push('observer');
+    if (rooms.readonly) flags.push('read-only');
     if (rooms.lead) flags.push('lead');
     if (rooms.admin) flags.push('admin');
     if (rooms.all_rooms) flags.push('all rooms');
-    $('whoami').replaceChildren(
-      el('span', { class: 'agent-name' }, rooms.agent),
-      flags.length ? el('span', { class: 'flags' }, ' · ' + flags.join(', ')) : null,
-    );
-    const wanted = decodeURIComponent((location.hash.match(/room=([^&]+)/) || [])[1] || '');
+    const who = () => [el('span', { class: 'agent-name' }, rooms.agent), flags.length ? el('span', { class: 'flags' }, flags.join(' · ')) : null];
+    $('whoami').replaceChildren(...who());
+    $('side-who').replaceChildren(...who());
+    offerConsole(rooms);
+    const { room: wanted, task } = hashParams();
     const names = state.rooms.map((r) => r.name);
     const room = names.includes(wanted) ? wanted : names.includes(rooms.default_room) ? rooms.default_room : names[0];
     if (!room) {
@@ -223,6 +391,108 @@
       return;
     }
     openRoom(room);
+    countUnread();
+    if (task && room === wanted) openTask(task);
+  }
+
+  /** A whole-server admin gets a link to the console, when it is on. */
+  async function offerConsole(me) {
+    if (!(me.admin && me.all_rooms)) return;
+    try {
+      // A small asset behind the same gate as the console page.
+      const r = await fetch('/admin/app.css', { cache: 'no-store' });
+      await r.text();
+      $('to-console').hidden = !r.ok;
+      $('side-console').hidden = !r.ok;
+    } catch (_) {
+      /* no console link then */
+    }
+  }
+
+  // ---------- the hash: #room=NAME[&task=N] ----------
+
+  function hashParams() {
+    const p = new URLSearchParams(location.hash.replace(/^#/, ''));
+    const task = Number(p.get('task'));
+    return { room: p.get('room') || '', task: Number.isInteger(task) && task > 0 ? task : null };
+  }
+
+  function writeHash(task) {
+    const h = '#room=' + encodeURIComponent(state.room) + (task ? '&task=' + task : '');
+    if (location.hash !== h) history.replaceState(null, '', h);
+  }
+
+  function onHashChange() {
+    if ($('app').hidden) return;
+    const { room, task } = hashParams();
+    if (room && room !== state.room) {
+      if (state.rooms.some((r) => r.name === room)) openRoom(room);
+      else {
+        toast('No room “' + room + '” for this token.');
+        writeHash(null);
+      }
+    }
+    if (task && task !== state.openTask) openTask(task);
+    if (!task && state.openTask) closeModal();
+  }
+
+  // ---------- sidebar ----------
+
+  function applySide() {
+    const app = $('app');
+    const collapsed = sessionStorage.getItem(SIDE_KEY) === 'collapsed';
+    app.classList.toggle('side-collapsed', WIDE.matches && collapsed);
+    if (WIDE.matches) app.classList.remove('side-open');
+    const open = WIDE.matches ? !collapsed : app.classList.contains('side-open');
+    $('side-toggle').setAttribute('aria-expanded', String(open));
+    if (state.room) renderRooms();
+  }
+
+  /** Whether the sidebar (and so the other rooms' counts) is on screen. */
+  function sideShown() {
+    const app = $('app');
+    return WIDE.matches ? !app.classList.contains('side-collapsed') : app.classList.contains('side-open');
+  }
+
+  function toggleSide() {
+    const app = $('app');
+    if (WIDE.matches) {
+      const collapsed = !app.classList.contains('side-collapsed');
+      sessionStorage.setItem(SIDE_KEY, collapsed ? 'collapsed' : 'open');
+    } else {
+      app.classList.toggle('side-open');
+    }
+    applySide();
+  }
+
+  function closeDrawer() {
+    if (!WIDE.matches) {
+      $('app').classList.remove('side-open');
+      applySide();
+    }
+  }
+
+  // ---------- tabs (phone and tablet) ----------
+
+  function showTab(name) {
+    $('app').dataset.tab = name;
+    for (const t of document.querySelectorAll('.tab')) t.setAttribute('aria-selected', String(t.dataset.tab === name));
+    if (name === 'chat') {
+      state.unseenChat = 0;
+      renderChatBadge();
+      const list = $('chat');
+      list.scrollTop = list.scrollHeight;
+    }
+  }
+
+  function chatVisible() {
+    return WIDE.matches || $('app').dataset.tab === 'chat';
+  }
+
+  function renderChatBadge() {
+    const b = $('tab-chat-n');
+    b.hidden = !state.unseenChat;
+    b.textContent = String(state.unseenChat);
   }
 
   // ---------- rooms ----------
@@ -230,30 +500,55 @@
   function renderRooms() {
     const list = $('rooms');
     list.replaceChildren(
-      ...state.rooms.map((r) =>
-        el(
+      ...state.rooms.map((r) => {
+        const u = r.name === state.room ? null : state.unread[r.name];
+        const badges = [];
+        if (u && u.mentions) badges.push(el('span', { class: 'badge bad tiny', title: plural(u.mentions, 'mention of you', 'mentions of you') }, '@' + u.mentions));
+        if (u && u.n) badges.push(el('span', { class: 'badge you tiny', title: plural(u.n, 'unread message', 'unread messages') }, u.n >= 100 ? '99+' : String(u.n)));
+        return el(
           'li',
           {
             class: r.name === state.room ? 'room current' : 'room',
             tabindex: '0',
             'data-room': r.name,
-            onclick: () => r.name !== state.room && openRoom(r.name),
+            'aria-current': r.name === state.room ? 'true' : null,
+            onclick: () => {
+              closeDrawer();
+              if (r.name !== state.room) openRoom(r.name);
+            },
           },
           el('div', { class: 'room-name' }, '#' + r.name),
+          badges.length ? el('span', { class: 'unread' }, ...badges) : null,
           el(
             'div',
             { class: 'room-counts' },
-            el('span', { title: 'open tasks' }, String(r.open_tasks), el('small', {}, ' open')),
-            el('span', { title: 'messages' }, String(r.messages), el('small', {}, ' msgs')),
-            el('span', { title: 'files' }, String(r.files), el('small', {}, ' files')),
+            el('span', { title: 'open tasks' }, el('b', {}, String(r.open_tasks)), ' open'),
+            el('span', { title: 'messages' }, el('b', {}, String(r.messages)), r.messages === 1 ? ' message' : ' messages'),
+            el('span', { title: 'files' }, el('b', {}, String(r.files)), r.files === 1 ? ' file' : ' files'),
           ),
-        ),
-      ),
+        );
+      }),
     );
+    for (const li of list.children) {
+      li.addEventListener('keydown', (ev) => {
+        if (ev.key === 'Enter') li.click();
+      });
+    }
     if (state.rooms.length === 0) list.append(el('li', { class: 'empty' }, 'No rooms for this token.'));
     const cur = state.rooms.find((r) => r.name === state.room);
     $('room-title').textContent = cur ? '#' + cur.name : '';
-    $('room-desc').textContent = cur ? snippet(cur.description, 140) : '';
+    $('room-desc').textContent = cur ? flat(cur.description, 140) : '';
+    document.title = cur ? '#' + cur.name + ' · chatroom' : 'chatroom';
+    let unread = 0;
+    let mentions = 0;
+    for (const [name, u] of Object.entries(state.unread)) {
+      if (name === state.room) continue;
+      unread += u.n;
+      mentions += u.mentions;
+    }
+    const sb = $('side-badge');
+    sb.hidden = !(mentions || unread) || sideShown();
+    sb.textContent = mentions ? '@' + mentions : String(unread);
     renderInfo(cur);
   }
 
@@ -261,48 +556,82 @@
     const box = $('info');
     if (!room) return box.replaceChildren();
     const rows = [];
-    if (room.description) rows.push(el('p', { class: 'desc' }, room.description));
+    if (room.description) rows.push(md(room.description));
     if (room.repo_url) {
-      const url = room.repo_url.trim();
-      const link = /^https?:\/\//i.test(url)
-        ? el('a', { href: url, target: '_blank', rel: 'noopener noreferrer' }, url)
-        : el('span', {}, url);
-      rows.push(el('div', { class: 'kv' }, el('span', { class: 'k' }, 'repo'), link));
+      const safe = /^https?:\/\//i.test(room.repo_url);
+      rows.push(
+        el(
+          'div',
+          { class: 'kv' },
+          el('span', { class: 'k' }, 'repo'),
+          safe ? el('a', { class: 'v', href: room.repo_url, target: '_blank', rel: 'noopener noreferrer' }, room.repo_url) : el('span', { class: 'v' }, room.repo_url),
+        ),
+      );
     }
-    rows.push(
-      el('div', { class: 'kv' }, el('span', { class: 'k' }, 'retention'), room.retention_days ? room.retention_days + ' days' : 'keep everything'),
-    );
+    rows.push(el('div', { class: 'kv' }, el('span', { class: 'k' }, 'retention'), el('span', { class: 'v' }, room.retention_days ? room.retention_days + ' days' : 'keep everything')));
     if (room.onboarding_notes) {
-      rows.push(el('details', {}, el('summary', {}, 'Onboarding notes'), el('pre', { class: 'notes' }, room.onboarding_notes)));
-    }
-    if (!room.description && !room.repo_url && !room.onboarding_notes) {
-      rows.unshift(el('p', { class: 'muted' }, 'No description yet.'));
+      rows.push(el('details', {}, el('summary', {}, 'Onboarding notes'), md(room.onboarding_notes)));
     }
     box.replaceChildren(...rows);
   }
 
   function refreshRoomsSoon() {
     clearTimeout(state.timers.rooms);
-    state.timers.rooms = setTimeout(async () => {
-      try {
-        const r = await api('/v1/rooms');
-        state.me = r;
-        state.rooms = r.rooms || [];
-        renderRooms();
-      } catch (e) {
-        handleApiFailure(e);
-      }
-    }, 1500);
+    state.timers.rooms = setTimeout(refreshRooms, 1500);
   }
 
-  function handleApiFailure(e) {
-    if (e instanceof ApiError && e.status === 401) showLogin('The token was refused: it may have been revoked.');
+  async function refreshRooms() {
+    try {
+      const r = await api('/v1/rooms');
+      state.me = r;
+      state.rooms = r.rooms || [];
+      renderRooms();
+      await countUnread();
+    } catch (e) {
+      handleApiFailure(e);
+    }
+  }
+
+  function saveSeen() {
+    sessionStorage.setItem(SEEN_KEY, JSON.stringify(state.seen));
+  }
+
+  /** Unread messages and mentions of the reader in every other room, from
+   * the room's message events after the last one seen there. */
+  async function countUnread() {
+    const me = state.me ? state.me.agent.toLowerCase() : '';
+    let changed = false;
+    for (const r of state.rooms) {
+      if (r.name === state.room) continue;
+      try {
+        if (state.seen[r.name] === undefined) {
+          const first = await api('/v1/events', { room: r.name, kind: 'message', limit: '1', since_id: '0' });
+          state.seen[r.name] = first.latest_event_id || 0;
+          changed = true;
+          continue;
+        }
+        const page = await api('/v1/events', { room: r.name, kind: 'message', since_id: String(state.seen[r.name]), limit: '100' });
+        const others = (page.events || []).filter((e) => e.actor !== (state.me && state.me.agent));
+        const mentions = others.filter((e) => ((e.detail && e.detail.mentions) || []).some((m) => String(m).toLowerCase() === me)).length;
+        state.unread[r.name] = { n: others.length, mentions };
+      } catch (e) {
+        handleApiFailure(e);
+        return;
+      }
+    }
+    if (changed) saveSeen();
+    renderRooms();
   }
 
   function openRoom(name) {
+    if (state.room && state.lastEvent !== null) {
+      state.seen[state.room] = Math.max(state.seen[state.room] || 0, state.lastEvent);
+    }
     state.gen++;
     if (state.abort) state.abort.abort();
     state.room = name;
+    state.readyMsg = Infinity;
+    state.readyEvent = Infinity;
     state.lastEvent = null;
     state.lastMsg = null;
     state.tasks = [];
@@ -311,13 +640,20 @@
     state.agents = [];
     state.messages = new Map();
     state.activity = new Set();
+    state.unseenChat = 0;
+    state.chatStick = true;
+    delete state.unread[name];
+    saveSeen();
+    closeModal();
     $('chat').replaceChildren();
     $('activity').replaceChildren();
+    $('new-pill').hidden = true;
+    renderChatBadge();
     renderBoard();
     renderFiles();
     renderAgents();
     renderRooms();
-    history.replaceState(null, '', '#room=' + encodeURIComponent(name));
+    writeHash(null);
     loadAgents();
     follow(name, state.gen);
   }
@@ -350,25 +686,26 @@
       (a, b) => order[presence(a.last_seen)] - order[presence(b.last_seen)] || (parseTs(b.last_seen) || 0) - (parseTs(a.last_seen) || 0),
     );
     const active = agents.filter((a) => presence(a.last_seen) === 'active').length;
-    $('agents-count').textContent = agents.length ? active + '/' + agents.length + ' active' : '';
+    $('agents-count').textContent = agents.length ? active + ' of ' + agents.length + ' active' : '';
     $('agents').replaceChildren(
       ...agents.map((a) => {
         const tags = [];
         if (a.is_you) tags.push('you');
         if (a.lead) tags.push('lead');
         if (a.admin) tags.push('admin');
-        if (a.readonly) tags.push('observer');
+        if (a.readonly) tags.push('read-only');
+        const skills = a.skills && a.skills.length ? a.skills.join(', ') : '';
         return el(
           'li',
           { class: 'agent ' + presence(a.last_seen), title: a.last_seen ? 'last seen ' + new Date(parseTs(a.last_seen)).toLocaleString() : 'never seen' },
           el('span', { class: 'dot' }),
           el('span', { class: 'agent-name' }, a.agent),
-          tags.length ? el('span', { class: 'tags' }, tags.join(' · ')) : null,
-          a.skills && a.skills.length ? el('span', { class: 'skills' }, a.skills.join(', ')) : null,
           el('span', { class: 'ago' }, ago(a.last_seen)),
+          tags.length || skills ? el('span', { class: 'tags' }, tags.join(' · '), skills ? el('span', { class: 'skills' }, (tags.length ? ' · ' : '') + skills) : null) : null,
         );
       }),
     );
+    if (!agents.length) $('agents').append(el('li', { class: 'empty' }, 'No agents yet.'));
   }
 
   // ---------- board ----------
@@ -376,104 +713,237 @@
   function renderBoard() {
     const groups = { pending: [], in_progress: [], blocked: [], in_review: [], closed: [] };
     for (const t of state.tasks) (groups[t.status] || groups.pending).push(t);
-    groups.closed = state.closed;
+    const done = state.closed.filter((t) => t.status !== 'cancelled');
+    const cancelled = state.closed.filter((t) => t.status === 'cancelled');
+    groups.closed = done;
     const rank = { urgent: 0, high: 1, normal: 2, low: 3 };
     for (const k of ['pending', 'in_progress', 'blocked', 'in_review']) {
       groups[k].sort((a, b) => (rank[a.priority] ?? 2) - (rank[b.priority] ?? 2) || a.id - b.id);
     }
     $('board-count').textContent = state.tasks.length + ' open';
+    $('tab-board-n').textContent = String(state.tasks.length);
+    const wasOpen = $('board').querySelector('.cancelled-box[open]') !== null;
     $('board').replaceChildren(
-      ...COLUMNS.map(([key, label]) =>
-        el(
+      ...COLUMNS.map(([key, label]) => {
+        const cards = el('div', { class: 'cards' }, ...groups[key].map(card));
+        if (key === 'closed' && cancelled.length) {
+          cards.append(el('details', { class: 'cancelled-box', open: wasOpen ? '' : null }, el('summary', {}, 'Cancelled (' + cancelled.length + ')'), ...cancelled.map(card)));
+        }
+        return el(
           'div',
-          { class: 'col col-' + key },
-          el('div', { class: 'col-head' }, el('span', {}, label), el('span', { class: 'n' }, String(groups[key].length))),
-          el('div', { class: 'cards' }, ...groups[key].map(card), groups[key].length ? null : el('div', { class: 'empty' }, '—')),
-        ),
-      ),
+          { class: 'col col-' + key, 'data-col': key },
+          el('div', { class: 'col-head', title: label }, el('span', { class: 'label' }, label), el('span', { class: 'n' }, String(groups[key].length))),
+          cards,
+        );
+      }),
     );
+  }
+
+  /** Who has the task: a holder works on it; a pending task with an
+   * assignee is only reserved for them until they claim it. */
+  function holding(t) {
+    if (!t.assignee) return null;
+    if (t.status === 'pending') return { kind: 'reserved', text: 'reserved for ' + t.assignee };
+    if (t.status === 'done' || t.status === 'cancelled') return { kind: 'was', text: 'by ' + t.assignee };
+    return { kind: 'held', text: 'held by ' + t.assignee };
   }
 
   function card(t) {
     const meta = [];
-    if (t.assignee) meta.push(el('span', { class: 'holder', title: 'assignee' }, '● ' + t.assignee));
-    else meta.push(el('span', { class: 'unheld' }, 'unclaimed'));
+    const h = holding(t);
+    if (h && h.kind === 'held') meta.push(el('span', { class: 'holder', title: 'the agent working on it' }, '● ' + t.assignee));
+    else if (h && h.kind === 'reserved') meta.push(el('span', { class: 'reserved', title: 'assigned, not claimed yet' }, 'reserved for ' + t.assignee));
+    else if (h) meta.push(el('span', { class: 'holder' }, (t.status === 'done' ? 'done by ' : 'was held by ') + t.assignee));
     if (t.required_skill) meta.push(el('span', { class: 'chip skill', title: 'required skill' }, t.required_skill));
-    if (t.needs_review) meta.push(el('span', { class: 'chip review', title: 'needs review' }, 'review'));
+    if (t.needs_review && t.status !== 'done') meta.push(el('span', { class: 'chip review', title: 'a lead reviews the result' }, 'review'));
     if (t.blocked_by_unfinished && t.blocked_by_unfinished.length) {
-      meta.push(el('span', { class: 'chip deps', title: 'waiting for ' + t.blocked_by_unfinished.map((d) => '#' + d).join(', ') }, 'waits on ' + t.blocked_by_unfinished.map((d) => '#' + d).join(' ')));
+      meta.push(el('span', { class: 'chip deps', title: 'waits until these are done' }, 'waits on ' + t.blocked_by_unfinished.map((d) => '#' + d).join(' ')));
     }
-    if (t.lease_expires_ts) meta.push(el('span', { class: 'chip lease', title: 'lease expires ' + new Date(parseTs(t.lease_expires_ts)).toLocaleString() }, 'lease'));
+    if (t.lease_expires_ts && (t.status === 'in_progress' || t.status === 'blocked')) {
+      const late = parseTs(t.lease_expires_ts) < Date.now();
+      meta.push(el('span', { class: 'chip lease' + (late ? ' late' : ''), 'data-lease': t.lease_expires_ts, title: 'lease ends ' + new Date(parseTs(t.lease_expires_ts)).toLocaleString() }, leaseShort(t.lease_expires_ts)));
+    }
+    const files = state.files.filter((f) => f.task_id === t.id).length;
+    if (files) meta.push(el('span', { class: 'chip file', title: 'files attached' }, plural(files, 'file', 'files')));
     const node = el(
       'article',
       {
         class: 'card prio-' + (t.priority || 'normal') + ' st-' + t.status,
         tabindex: '0',
         'data-task': String(t.id),
-        onclick: () => showTask(t.id),
+        onclick: (ev) => {
+          if (ev.target.closest('a')) return;
+          openTask(t.id);
+        },
       },
-      el(
-        'div',
-        { class: 'card-top' },
-        el('span', { class: 'id' }, '#' + t.id),
-        t.priority && t.priority !== 'normal' ? el('span', { class: 'prio' }, t.priority) : null,
-        t.status === 'cancelled' ? el('span', { class: 'chip cancelled' }, 'cancelled') : null,
-        el('span', { class: 'ver', title: 'version' }, 'v' + t.version),
-      ),
-      el('div', { class: 'title' }, t.title),
-      el('div', { class: 'meta' }, ...meta),
+      el('div', { class: 'card-top' }, el('span', { class: 'id' }, '#' + t.id), t.priority && t.priority !== 'normal' ? el('span', { class: 'prio' }, t.priority) : null),
+      el('div', { class: 'title' }, md(t.title, true)),
+      meta.length ? el('div', { class: 'meta' }, ...meta) : null,
       el('div', { class: 'by' }, 'by ' + t.created_by + ' · ' + ago(t.updated_ts)),
     );
     node.addEventListener('keydown', (ev) => {
-      if (ev.key === 'Enter') showTask(t.id);
+      if (ev.key === 'Enter') openTask(t.id);
     });
     return node;
   }
 
+  /** Opens a task through the hash, so Back and a shared link both work. */
+  function openTask(id) {
+    writeHash(id);
+    showTask(id);
+  }
+
+  // ---------- task sheet ----------
+
+  const HISTORY = {
+    task_created: () => 'created it',
+    task_claimed: (d) => 'claimed it' + (d.lease_seconds ? ' with a ' + Math.round(d.lease_seconds / 60) + ' min lease' : ''),
+    task_updated: (d) => {
+      const parts = [];
+      if (d.from && d.status && d.from !== d.status) parts.push('moved it ' + STATUS[d.from] + ' → ' + STATUS[d.status]);
+      if (d.body_changed) parts.push('edited the description');
+      return parts.join(', ') || 'updated it';
+    },
+    task_released: (d) => 'released it' + (d.reason ? ': ' + d.reason : ''),
+    note_added: () => 'added a note',
+    task_submitted: (d) => 'submitted a result' + (d.status === 'in_review' ? ' for review' : ''),
+    task_reviewed: (d) => (d.approve ? 'approved it' : 'rejected it, back to ' + (STATUS[d.status] || d.status)),
+    task_cancelled: (d) => 'cancelled it' + (d.reason ? ': ' + d.reason : ''),
+    task_lease_expired: (d) => 'lease lapsed' + (d.previous_assignee ? '; ' + d.previous_assignee + ' no longer holds it' : ''),
+    file_added: (d) => 'attached ' + (d.name || 'a file'),
+    file_deleted: (d) => 'deleted ' + (d.name || 'a file'),
+  };
+
+  /** Why the task is where it is, in one sentence (null when obvious). */
+  function why(t, events, notes) {
+    const deps = t.blocked_by_unfinished || [];
+    const depText = deps.length ? 'Waits on ' + deps.map((d) => '#' + d).join(', ') + ', not done yet.' : '';
+    switch (t.status) {
+      case 'pending':
+        if (t.assignee) return 'Reserved for ' + t.assignee + ': assigned, not claimed yet.' + (depText ? ' ' + depText : '');
+        return depText || 'Waiting for an agent to claim it.';
+      case 'in_progress':
+        return 'Held by ' + t.assignee + (t.lease_expires_ts ? '; the lease ends at ' + clock(t.lease_expires_ts) + ' unless they keep working on it.' : '.');
+      case 'blocked': {
+        const when = [...events].reverse().find((e) => e.kind === 'task_updated' && e.detail && e.detail.status === 'blocked');
+        const note = when ? notes.find((n) => parseTs(n.ts) >= parseTs(when.ts) && n.author === when.actor) : null;
+        const who = when ? when.actor : t.assignee || 'its holder';
+        return 'Blocked by ' + who + (note ? ': ' + flat(note.body, 300) : ' (no reason given).') + (depText ? ' ' + depText : '');
+      }
+      case 'in_review':
+        return 'Submitted by ' + (t.assignee || 'its holder') + '; waiting for a lead to approve or reject it.';
+      case 'cancelled': {
+        const c = events.find((e) => e.kind === 'task_cancelled');
+        return 'Cancelled' + (c ? ' by ' + c.actor + (c.detail && c.detail.reason ? ': ' + c.detail.reason : '') : '') + '.';
+      }
+      default:
+        return null;
+    }
+  }
+
   async function showTask(id) {
+    id = Number(id);
     const room = state.room;
+    state.openTask = id;
     let r;
+    let events = [];
+    let failure = null;
     try {
-      r = await api('/v1/tasks/' + encodeURIComponent(id), { room });
+      const [task, evs] = await Promise.all([api('/v1/tasks/' + encodeURIComponent(id), { room }), api('/v1/events', { room, task_id: String(id), since_id: '0', limit: '200' })]);
+      r = task;
+      events = evs.events || [];
     } catch (e) {
       handleApiFailure(e);
+      failure = e;
+    }
+    if (state.openTask !== id || room !== state.room) return;
+    let t = r ? r.task : [...state.tasks, ...state.closed].find((x) => x.id === id);
+    if (!t) {
+      renderSheet([
+        el('div', { class: 'modal-id' }, '#' + id),
+        el('h3', { id: 'modal-title' }, 'Task #' + id + ' is not available'),
+        el('p', { class: 'warn' }, failureText(failure || new Error('no such task in this room'))),
+      ]);
       return;
     }
-    const t = r.task;
-    const kv = (k, v) => el('div', { class: 'kv' }, el('span', { class: 'k' }, k), el('span', {}, v));
+    const notes = t.notes || [];
+    const kv = (k, v) => el('div', { class: 'kv' }, el('span', { class: 'k' }, k), el('span', { class: 'v' }, v));
+    const h = holding(t);
+    const lease = t.lease_expires_ts && (t.status === 'in_progress' || t.status === 'blocked') ? el('span', { class: 'lease-left', 'data-lease': t.lease_expires_ts }, countdown(t.lease_expires_ts) + ' (ends ' + clock(t.lease_expires_ts) + ')') : null;
+    const depLinks = (ids) => ids.flatMap((d, i) => [i ? ', ' : '', el('a', { class: 'task-link', href: taskHref(d) }, '#' + d)]);
     const body = [
-      el('div', { class: 'modal-id' }, '#' + t.id + ' · ' + t.status.replace('_', ' ') + ' · v' + t.version),
-      el('h3', { id: 'modal-title' }, t.title),
+      el('div', { class: 'modal-id' }, '#' + t.id + ' · ' + (STATUS[t.status] || t.status)),
+      el('h3', { id: 'modal-title' }, md(t.title, true)),
+    ];
+    if (failure) body.push(el('p', { class: 'warn' }, 'Showing the last data seen: ' + failureText(failure) + ' The notes and history need the server.'));
+    const reason = why(t, events, notes);
+    if (reason) body.push(el('p', { class: 'why box' }, reason));
+    body.push(
       el(
         'div',
         { class: 'kvs' },
-        kv('holder', t.assignee || '—'),
+        kv('status', STATUS[t.status] || t.status),
+        h && h.kind === 'reserved' ? kv('reserved for', t.assignee) : h && h.kind === 'was' ? kv(t.status === 'done' ? 'done by' : 'was held by', t.assignee) : kv('held by', h ? t.assignee : 'nobody'),
+        lease ? kv('lease', lease) : null,
         kv('priority', t.priority),
+        kv('version', String(t.version)),
         kv('created', t.created_by + ', ' + clock(t.created_ts)),
         kv('updated', clock(t.updated_ts)),
-        t.depends_on.length ? kv('depends on', t.depends_on.map((d) => '#' + d).join(', ')) : null,
+        t.depends_on && t.depends_on.length ? kv('depends on', depLinks(t.depends_on)) : null,
         t.required_skill ? kv('skill', t.required_skill) : null,
-        t.needs_review ? kv('review', 'required') : null,
-      ),
-    ];
-    if (t.body) body.push(el('h4', {}, 'Description'), el('pre', { class: 'text' }, t.body));
-    if (t.result) body.push(el('h4', {}, 'Result'), el('pre', { class: 'text' }, t.result));
-    body.push(el('h4', {}, 'Notes (' + t.notes.length + ')'));
-    body.push(
-      el(
-        'ol',
-        { class: 'notes-list' },
-        ...t.notes.map((n) => el('li', {}, el('div', { class: 'who' }, n.author + ' · ' + clock(n.ts)), el('div', { class: 'text' }, ...withMentions(n.body)))),
+        t.needs_review ? kv('review', 'a lead approves the result') : null,
       ),
     );
-    body.push(el('p', { class: 'warn' }, 'Written by agents: data, not instructions.'));
-    $('modal-body').replaceChildren(...body);
+    if (t.body) body.push(el('h4', {}, 'Description'), md(t.body));
+    if (t.result) body.push(el('h4', {}, 'Result'), md(t.result));
+    const files = state.files.filter((f) => f.task_id === t.id);
+    if (files.length) {
+      body.push(
+        el('h4', {}, 'Files (' + files.length + ')'),
+        el('ul', { class: 'task-files' }, ...files.map((f) => el('li', {}, el('button', { class: 'link', type: 'button', onclick: () => download(f) }, f.name), el('span', { class: 'fmeta' }, size(f.size) + ' · ' + f.author + ' · ' + ago(f.ts))))),
+      );
+    }
+    if (events.length) {
+      body.push(
+        el('h4', {}, 'History'),
+        el(
+          'ol',
+          { class: 'history' },
+          ...events.map((e) => {
+            const say = HISTORY[e.kind] || (() => e.kind.replace(/_/g, ' '));
+            return el('li', { class: 'k-' + e.kind }, el('time', { title: new Date(parseTs(e.ts)).toLocaleString() }, clock(e.ts)), el('span', { class: 'what' }, el('span', { class: 'actor' }, e.actor), ' ', say(e.detail || {})));
+          }),
+        ),
+      );
+    }
+    if (r) {
+      body.push(el('h4', {}, notes.length ? 'Notes (' + notes.length + ')' : 'Notes'));
+      if (notes.length) body.push(el('ol', { class: 'notes-list' }, ...notes.map((n) => el('li', {}, el('div', { class: 'who' }, n.author + ' · ' + clock(n.ts)), md(n.body)))));
+      else body.push(el('p', { class: 'empty' }, 'No notes.'));
+    }
+    body.push(el('p', { class: 'sheet-foot' }, 'Written by agents: data, not instructions.'));
+    renderSheet(body);
+  }
+
+  function renderSheet(children) {
+    $('modal-body').replaceChildren(...children);
+    const was = !$('modal').hidden;
     $('modal').hidden = false;
-    $('modal-close').focus();
+    if (!was) $('modal-close').focus();
+    clearInterval(state.timers.lease);
+    state.timers.lease = setInterval(() => {
+      for (const n of $('modal-body').querySelectorAll('[data-lease]')) {
+        n.textContent = countdown(n.dataset.lease) + ' (ends ' + clock(n.dataset.lease) + ')';
+      }
+    }, 1000);
   }
 
   function closeModal() {
     $('modal').hidden = true;
+    clearInterval(state.timers.lease);
+    const had = state.openTask;
+    state.openTask = null;
+    if (had && state.room && !$('app').hidden) writeHash(null);
   }
 
   // ---------- files ----------
@@ -486,7 +956,7 @@
           'li',
           { class: 'file', title: f.mime + ' · sha256 ' + f.sha256 },
           el('button', { class: 'link', type: 'button', onclick: () => download(f) }, f.name),
-          el('span', { class: 'fmeta' }, size(f.size) + ' · ' + f.author + ' · ' + ago(f.ts)),
+          el('span', { class: 'fmeta' }, size(f.size) + ' · ' + f.author + ' · ' + ago(f.ts), f.task_id ? [' · ', el('a', { class: 'task-link', href: taskHref(f.task_id) }, '#' + f.task_id)] : null),
         ),
       ),
     );
@@ -496,9 +966,14 @@
   /** Fetches a file with the token and hands it to the browser as a download. */
   async function download(f) {
     try {
-      const res = await fetch('/v1/files/' + encodeURIComponent(f.file_id) + '?room=' + encodeURIComponent(state.room), {
-        headers: { Authorization: 'Bearer ' + state.token },
-      });
+      let res;
+      try {
+        res = await fetch('/v1/files/' + encodeURIComponent(f.file_id) + '?room=' + encodeURIComponent(state.room), {
+          headers: { Authorization: 'Bearer ' + state.token },
+        });
+      } catch (_) {
+        throw new ApiError(0, 'unreachable', 'the server is unreachable');
+      }
       if (!res.ok) throw new ApiError(res.status, 'http', 'HTTP ' + res.status);
       const blob = await res.blob();
       const url = URL.createObjectURL(new Blob([blob], { type: 'application/octet-stream' }));
@@ -509,17 +984,22 @@
       setTimeout(() => URL.revokeObjectURL(url), 10000);
     } catch (e) {
       handleApiFailure(e);
+      toast('Cannot download ' + f.name + ': ' + failureText(e));
     }
   }
 
   // ---------- chat ----------
+
+  function atBottom(list) {
+    return list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  }
 
   function addMessage(m) {
     if (state.messages.has(m.id)) return;
     state.messages.set(m.id, m);
     state.lastMsg = Math.max(state.lastMsg || 0, m.id);
     const list = $('chat');
-    const stick = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+    const stick = atBottom(list);
     const mine = state.me && m.author === state.me.agent;
     const mentionsMe = m.mentions_you;
     const parts = [];
@@ -527,18 +1007,27 @@
       const parent = state.messages.get(m.reply_to);
       parts.push(
         el(
-          'div',
-          { class: 'quote', 'data-parent': String(m.reply_to) },
+          'button',
+          { class: 'quote', type: 'button', 'data-parent': String(m.reply_to), title: 'show the message this replies to', onclick: () => jumpTo(m.reply_to) },
           '↪ ',
-          parent ? el('span', { class: 'qa' }, parent.author) : el('span', { class: 'qa' }, '#' + m.reply_to),
-          parent ? ' ' + snippet(parent.body, 90) : '',
+          parent ? el('span', { class: 'qa' }, parent.author) : 'an earlier message',
+          parent ? ' ' + flat(parent.body, 90) : '',
         ),
       );
     }
-    parts.push(
-      el('div', { class: 'mhead' }, el('span', { class: 'author' }, m.author), el('span', { class: 'mid' }, '#' + m.id), el('time', {}, clock(m.ts))),
-      el('div', { class: 'body' }, ...withMentions(m.body || '')),
-    );
+    const text = m.body || '';
+    const body = el('div', { class: 'body' }, md(text));
+    parts.push(el('div', { class: 'mhead' }, el('span', { class: 'author' }, m.author), el('time', { title: new Date(parseTs(m.ts)).toLocaleString() }, clock(m.ts))), body);
+    // A wall of text is folded, so one message cannot bury the chat.
+    if (text.length > LONG_MESSAGE || text.split('\n').length > 24) {
+      body.classList.add('folded');
+      const more = el('button', { class: 'more small ghost', type: 'button' }, 'Show all');
+      more.addEventListener('click', () => {
+        const folded = body.classList.toggle('folded');
+        more.textContent = folded ? 'Show all' : 'Show less';
+      });
+      parts.push(more);
+    }
     const root = threadRoot(m);
     const item = el(
       'li',
@@ -562,21 +1051,49 @@
       state.messages.delete(Number(list.firstElementChild.dataset.id));
       list.firstElementChild.remove();
     }
-    // A message that others reply to gets a count.
+    // A message others reply to says how many (hover shows the thread).
     if (m.reply_to) {
       const p = list.querySelector('li[data-id="' + CSS.escape(String(m.reply_to)) + '"] .mhead');
       if (p) {
         let c = p.querySelector('.replies');
         if (!c) {
           c = el('span', { class: 'replies' }, '');
-          p.append(c);
+          p.insertBefore(c, p.querySelector('time'));
         }
         c.dataset.n = String(Number(c.dataset.n || 0) + 1);
-        c.textContent = c.dataset.n + (c.dataset.n === '1' ? ' reply' : ' replies');
+        c.textContent = plural(Number(c.dataset.n), 'reply', 'replies');
       }
     }
     $('chat-count').textContent = state.messages.size ? String(state.messages.size) : '';
-    if (stick) list.scrollTop = list.scrollHeight;
+    if (m.id <= state.readyMsg) {
+      if (stick) list.scrollTop = list.scrollHeight;
+      return;
+    }
+    if (stick && chatVisible()) list.scrollTop = list.scrollHeight;
+    else if (!mine) {
+      state.unseenChat++;
+      if (!chatVisible()) renderChatBadge();
+      const pill = $('new-pill');
+      pill.textContent = plural(state.unseenChat, 'new message', 'new messages') + ' ↓';
+      pill.hidden = !chatVisible() || stick;
+    }
+  }
+
+  function jumpTo(id) {
+    const n = $('chat').querySelector('li[data-id="' + CSS.escape(String(id)) + '"]');
+    if (!n) return toast('That message is older than what the dashboard keeps.');
+    n.scrollIntoView({ block: 'center', behavior: 'smooth' });
+    n.classList.add('flash');
+    setTimeout(() => n.classList.remove('flash'), 1500);
+  }
+
+  function onChatScroll() {
+    state.chatStick = atBottom($('chat'));
+    if (state.chatStick) {
+      state.unseenChat = 0;
+      $('new-pill').hidden = true;
+      renderChatBadge();
+    }
   }
 
   function threadRoot(m) {
@@ -620,25 +1137,25 @@
     state.lastEvent = Math.max(state.lastEvent || 0, e.id);
     const d = e.detail || {};
     let what = '';
-    if (e.task_id) what = '#' + e.task_id + ' ' + (d.title || '');
-    else if (e.kind === 'message') what = snippet(d.body, 120);
-    else if (e.kind.startsWith('file_')) what = d.name || '';
-    else if (e.kind === 'retention_set') what = d.days + ' days';
+    if (e.kind.startsWith('file_')) what = (d.name || 'a file') + (e.task_id ? ' on #' + e.task_id : '');
+    else if (e.task_id) what = '#' + e.task_id + ' ' + flat(d.title || '', 120);
+    else if (e.kind === 'message') what = flat(d.body, 120);
+    else if (e.kind === 'retention_set') what = d.days ? d.days + ' days' : 'keep everything';
     else if (e.kind === 'room_info_updated') what = (d.fields || []).join(', ');
     let extra = '';
-    if (e.kind === 'task_reviewed') extra = d.approve ? ' ✓ approved' : ' ✗ rejected';
-    else if (d.status && e.task_id && e.kind !== 'note_added') extra = ' → ' + String(d.status).replace('_', ' ');
+    if (e.kind === 'task_reviewed') extra = d.approve ? '✓ approved' : '✗ rejected';
+    else if (d.status && e.task_id && !['note_added', 'file_added', 'file_deleted', 'task_created'].includes(e.kind)) extra = '→ ' + (STATUS[d.status] || d.status);
     const list = $('activity');
     const item = el(
       'li',
-      { class: 'act k-' + e.kind + (e.mentions_you ? ' mentions-me' : ''), 'data-id': String(e.id) },
-      el('time', {}, clock(e.ts)),
+      { class: 'act k-' + e.kind + (e.task_id ? ' has-task' : '') + (e.mentions_you ? ' mentions-me' : ''), 'data-id': String(e.id) },
+      el('time', { title: new Date(parseTs(e.ts)).toLocaleString() }, clock(e.ts)),
       el('span', { class: 'actor' }, e.actor),
       el('span', { class: 'verb' }, VERBS[e.kind] || e.kind),
       el('span', { class: 'what' }, what),
       extra ? el('span', { class: 'extra' }, extra) : null,
     );
-    if (e.task_id) item.addEventListener('click', () => showTask(e.task_id));
+    if (e.task_id) item.addEventListener('click', () => openTask(e.task_id));
     let before = null;
     for (let n = list.firstElementChild; n; n = n.nextElementSibling) {
       if (Number(n.dataset.id) < e.id) {
@@ -650,11 +1167,23 @@
     while (list.children.length > MAX_ACTIVITY) list.lastElementChild.remove();
     seen(e.actor, e.ts);
     if (e.kind === 'room_info_updated' || e.kind === 'retention_set') refreshRoomsSoon();
+    if (state.openTask && e.task_id === state.openTask && e.id > state.readyEvent) showTask(e.task_id);
   }
 
   // ---------- the stream ----------
 
-  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  /** Waits `ms`, or less when the reader asks to retry now. */
+  function pause(ms) {
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        state.wake = null;
+        resolve();
+      }
+      state.wake = done;
+    });
+  }
 
   async function follow(room, gen) {
     let backoff = 1000;
@@ -669,7 +1198,7 @@
       }
       const ctrl = new AbortController();
       state.abort = ctrl;
-      setConn('connecting', 'connecting…');
+      if (!state.online) setConn('connecting', 'connecting…');
       let fatal = null;
       try {
         const url = new URL('/v1/stream', location.origin);
@@ -680,7 +1209,7 @@
           cache: 'no-store',
         });
         if (res.status === 401) {
-          fatal = 'The token was refused: it may have been revoked.';
+          fatal = 'refused';
         } else if (!res.ok) {
           let msg = 'HTTP ' + res.status;
           try {
@@ -700,14 +1229,23 @@
         /* dropped: reconnect below */
       }
       if (gen !== state.gen) return;
+      if (fatal === 'refused') return setRefused();
       if (fatal) {
-        if (fatal.startsWith('The token')) return showLogin(fatal);
-        setConn('error', fatal);
+        state.online = false;
+        $('app').classList.add('stale');
+        setConn('error', 'no access');
+        banner('bad', 'No access to #' + room + '.', fatal, null, null);
         return;
       }
-      setConn('retry', 'reconnecting in ' + Math.round(backoff / 1000) + ' s');
-      await sleep(backoff);
-      backoff = Math.min(backoff * 2, 15000);
+      state.retryAt = Date.now() + backoff;
+      setOffline();
+      clearInterval(state.timers.offline);
+      state.timers.offline = setInterval(renderOffline, 1000);
+      await pause(backoff);
+      clearInterval(state.timers.offline);
+      state.retryAt = null;
+      renderOffline();
+      backoff = Math.min(backoff * 2, MAX_BACKOFF);
     }
   }
 
@@ -758,11 +1296,13 @@
   function handle(name, data) {
     switch (name) {
       case 'ready':
-        setConn('live', 'live');
         if (state.lastEvent === null) {
           state.lastEvent = 0;
           state.lastMsg = 0;
         }
+        state.readyMsg = data.latest_message_id || 0;
+        state.readyEvent = data.latest_event_id || 0;
+        setOnline();
         break;
       case 'activity':
         addActivity(data);
@@ -781,6 +1321,7 @@
       case 'files':
         state.files = data.files || [];
         renderFiles();
+        renderBoard();
         break;
       case 'error':
         setConn('error', (data.error && data.error.message) || 'stream error');
@@ -801,28 +1342,55 @@
       start(t);
     });
     $('forget').addEventListener('click', () => {
-      sessionStorage.removeItem(TOKEN_KEY);
-      state.token = null;
+      forgetToken();
       showLogin('');
+    });
+    $('side-toggle').addEventListener('click', toggleSide);
+    $('scrim').addEventListener('click', closeDrawer);
+    WIDE.addEventListener('change', () => {
+      applySide();
+      if (WIDE.matches) showTab($('app').dataset.tab);
+    });
+    for (const t of document.querySelectorAll('.tab')) t.addEventListener('click', () => showTab(t.dataset.tab));
+    $('chat').addEventListener('scroll', onChatScroll, { passive: true });
+    // A chat read at its end stays at its end when the window resizes.
+    new ResizeObserver(() => {
+      const list = $('chat');
+      if (state.chatStick !== false) list.scrollTop = list.scrollHeight;
+    }).observe($('chat'));
+    $('new-pill').addEventListener('click', () => {
+      const list = $('chat');
+      list.scrollTop = list.scrollHeight;
+      onChatScroll();
     });
     $('modal-close').addEventListener('click', closeModal);
     $('modal').addEventListener('click', (ev) => {
       if (ev.target === $('modal')) closeModal();
     });
     document.addEventListener('keydown', (ev) => {
-      if (ev.key === 'Escape') closeModal();
+      if (ev.key === 'Escape') {
+        if (!$('modal').hidden) closeModal();
+        else closeDrawer();
+      }
     });
-    // Relative times and presence age without asking the server.
+    window.addEventListener('hashchange', onHashChange);
+    window.addEventListener('online', () => state.wake && state.wake());
+    // Relative times, lease countdowns and presence age without the server.
     setInterval(() => {
       if (!$('app').hidden) {
         renderAgents();
+        for (const n of $('board').querySelectorAll('.chip.lease[data-lease]')) n.textContent = leaseShort(n.dataset.lease);
       }
-    }, 20000);
-    // Presence is stored in batches server-side; re-read it now and then.
+    }, 15000);
+    // Presence is stored in batches server-side; re-read it now and then,
+    // with the other rooms' counts.
     setInterval(() => {
-      if (!$('app').hidden && state.room) loadAgents();
-    }, 60000);
-    const saved = sessionStorage.getItem(TOKEN_KEY);
+      if (!$('app').hidden && state.room && state.online) {
+        loadAgents();
+        refreshRooms();
+      }
+    }, ROOMS_POLL_MS);
+    const saved = sessionStorage.getItem(TOKEN_KEY) || sessionStorage.getItem(CONSOLE_KEY);
     if (saved) start(saved);
     else showLogin('');
   });

@@ -51,7 +51,7 @@ try {
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('requestfailed', (r) => {
     // The hostile <img src=x> must never even be requested; anything else failing is a bug.
-    problems.push(`request failed: ${r.url()}`);
+    problems.push(`request failed: ${r.method()} ${r.url()} ${r.failure() && r.failure().errorText}`);
   });
 
   await page.goto(`${base}/admin`);
@@ -143,6 +143,20 @@ try {
   await page.fill('#confirm-input', 'scratch');
   await page.click('#confirm-ok');
   await scratch.waitFor({ state: 'detached' });
+
+  // The console and the dashboard share one look and link to each other:
+  // the dashboard opens with the console's token, and links back.
+  await page.locator('#to-dashboard').waitFor({ state: 'visible' });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  if (process.env.SCREENSHOT_PAGE) await page.screenshot({ path: process.env.SCREENSHOT_PAGE.replace(/\.png$/, '-dark.png') });
+  const light = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await page.click('#to-dashboard');
+  await page.waitForURL(`${base}/ui**`);
+  await page.locator('#conn[data-state="live"]').waitFor();
+  await page.locator('#to-console').waitFor({ state: 'visible' });
+  const dash = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  check(dash === light, `the dashboard and the console differ in look: ${dash} vs ${light}`);
+  await page.emulateMedia({ colorScheme: 'light' });
 
   check(problems.length === 0, `browser problems:\n${problems.join('\n')}`);
   process.stdout.write(`${JSON.stringify({ token, claude_mcp_add: lanAdd })}\n`);

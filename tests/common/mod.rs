@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use chatroom::config::Config;
-use chatroom::db::{self, RoomInfo, Store};
+use chatroom::db;
+use chatroom::domain::model::RoomInfo;
+use chatroom::domain::store::Store;
 use chatroom::domain::{rooms, tokens};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;

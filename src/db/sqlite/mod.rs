@@ -16,6 +16,7 @@
 //! upgrades a read lock and SQLite serialises writers: event ids commit in
 //! id order.
 
+mod oauth;
 mod writer;
 
 use std::str::FromStr;
@@ -29,7 +30,10 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::domain::board::{NewNote, Status};
+use crate::domain::oauth::{
+    CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
+    OAuthTokenRecord,
+};
 use crate::error::Error;
 use writer::Writer;
 
@@ -59,7 +63,10 @@ impl SqliteStore {
             .max_connections(1)
             .connect_with(options)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
+            .map_err(|e| match unwritable(path) {
+                Some(why) => anyhow::anyhow!("cannot open database {path}: {why}"),
+                None => anyhow::anyhow!("cannot open database {path}: {e}"),
+            })?;
         sqlx::migrate!("migrations/sqlite")
             .run(&pool)
             .await
@@ -145,6 +152,55 @@ impl Inner {
         }
         out
     }
+}
+
+/// Why the database cannot be opened, when the cause is a permission: the
+/// file, or the folder it is to be created in, is not writable by this
+/// process. The usual case is a bind-mounted data folder that Docker made
+/// as root while the image runs as uid 1000, so the answer names the folder
+/// and the `chown` that fixes it.
+pub fn unwritable(path: &str) -> Option<String> {
+    let file = std::path::Path::new(path);
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let denied = |e: std::io::Error| e.kind() == std::io::ErrorKind::PermissionDenied;
+    let (what, shown, chown) = if file.exists() {
+        let e = std::fs::OpenOptions::new().write(true).open(file).err()?;
+        (denied(e).then_some("the file")?, file, "chown -R")
+    } else {
+        // A probe file: the one sure test of "may create files here".
+        let probe = dir.join(format!(".chatroom-probe-{}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+        {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+                return None;
+            }
+            Err(e) => (denied(e).then_some("the folder")?, dir, "chown"),
+        }
+    };
+    // /proc/self belongs to the process's own uid and gid.
+    #[cfg(unix)]
+    let ids = std::fs::metadata("/proc/self").ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.uid().to_string(), m.gid().to_string())
+    });
+    #[cfg(not(unix))]
+    let ids: Option<(String, String)> = None;
+    let (uid, gid) = ids.unwrap_or_else(|| ("UID".into(), "GID".into()));
+    let dir = dir.display();
+    Some(format!(
+        "{what} {} is not writable by uid {uid}, which this server runs as: \
+         give the folder to that user, sudo {chown} {uid}:{gid} {dir} (for the \
+         Docker image, the host folder mounted there, e.g. ./data beside \
+         docker-compose.yml)",
+        shown.display()
+    ))
 }
 
 /// Opens one connection with the settings every connection needs.
@@ -369,7 +425,7 @@ fn fill_deps(c: &Connection, tasks: &mut [Task]) -> Result<()> {
     for (task_id, dep, status) in deps {
         if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
             task.depends_on.push(dep);
-            if status.as_deref() != Some("done") {
+            if status.as_deref() != Some(Status::Done.as_str()) {
                 task.blocked_by_unfinished.push(dep);
             }
         }
@@ -388,55 +444,26 @@ fn load_task(c: &Connection, room: &str, id: i64) -> Result<Option<Task>> {
     Ok(Some(task))
 }
 
-fn insert_event(c: &Connection, room: &str, actor: &str, now: i64, e: &NewEvent) -> Result<Event> {
-    let detail = e.detail.to_string();
-    let mut stmt = c.prepare_cached(
-        "INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
-    )?;
-    let id: i64 = stmt.query_row(
-        params![room, now, e.kind, actor, e.task_id, e.message_id, detail],
-        |r| r.get(0),
-    )?;
-    Ok(Event {
-        id,
-        room: room.to_owned(),
-        ts: now,
-        kind: e.kind.to_owned(),
-        actor: actor.to_owned(),
-        task_id: e.task_id,
-        message_id: e.message_id,
-        detail: e.detail.clone(),
-    })
-}
-
-fn insert_audit_row(
+/// Stores the rest of a write as the domain recorded it, in the write's
+/// transaction: the mention rows of `text` (the message or note written),
+/// the events, the audit row. `written` is what the main statement assigned.
+fn store_record(
     c: &Connection,
-    audit: &Audit,
     room: &str,
-    task_id: Option<i64>,
-    now: i64,
-) -> Result<()> {
-    exec(
-        c,
-        "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES (?1, ?2, ?3, ?4, ?5, 'ok')",
-        params![now, audit.agent, room, audit.tool, task_id],
-    )?;
-    Ok(())
-}
-
-/// Who was mentioned where: the source of a mention row.
-struct MentionSource<'a> {
-    message_id: Option<i64>,
-    note_id: Option<i64>,
-    task_id: Option<i64>,
-    author: &'a str,
-    body: &'a str,
-    now: i64,
-}
-
-fn insert_mentions(c: &Connection, room: &str, agents: &[String], m: &MentionSource) -> Result<()> {
-    for agent in agents {
+    mut record: Record,
+    written: &Written,
+    text: &str,
+) -> Result<Vec<Event>> {
+    record.stamp(written);
+    let Record {
+        now,
+        actor,
+        events,
+        mentions,
+        audit_tool,
+        task_id,
+    } = record;
+    for agent in &mentions {
         exec(
             c,
             "INSERT INTO mentions (room, agent, message_id, note_id, task_id, author, ts, body) \
@@ -444,16 +471,60 @@ fn insert_mentions(c: &Connection, room: &str, agents: &[String], m: &MentionSou
             params![
                 room,
                 agent,
-                m.message_id,
-                m.note_id,
-                m.task_id,
-                m.author,
-                m.now,
-                m.body
+                written.message_id,
+                written.note_id,
+                task_id,
+                actor,
+                now,
+                text
             ],
         )?;
     }
-    Ok(())
+    let mut stored = Vec::with_capacity(events.len());
+    let mut stmt = c.prepare_cached(
+        "INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+    )?;
+    for e in events {
+        let id: i64 = stmt.query_row(
+            params![
+                room,
+                now,
+                e.kind.as_str(),
+                actor,
+                e.task_id,
+                e.message_id,
+                e.detail.to_string()
+            ],
+            |r| r.get(0),
+        )?;
+        stored.push(Event {
+            id,
+            room: room.to_owned(),
+            ts: now,
+            kind: e.kind.as_str().to_owned(),
+            actor: actor.clone(),
+            task_id: e.task_id,
+            message_id: e.message_id,
+            detail: e.detail,
+        });
+    }
+    if let Some(tool) = audit_tool {
+        exec(
+            c,
+            "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES (?1, ?2, ?3, ?4, ?5, 'ok')",
+            params![now, actor, room, tool, task_id],
+        )?;
+    }
+    Ok(stored)
+}
+
+/// The one event of a write that records one.
+fn only(events: Vec<Event>) -> Result<Event> {
+    events
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::internal(anyhow::anyhow!("the write recorded no event")))
 }
 
 /// Deletes a room's chat, events, mentions and files older than `cutoff`.
@@ -549,8 +620,7 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn create_room(&self, room: &Room) -> Result<bool> {
-        let now = crate::clock::now_ms();
+    async fn create_room(&self, room: &Room, now: i64) -> Result<bool> {
         self.write(|c| {
             let n = exec(
                 c,
@@ -581,18 +651,23 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn list_rooms(&self) -> Result<Vec<RoomSummary>> {
+    async fn list_rooms(&self, now: i64) -> Result<Vec<RoomSummary>> {
         // Counts over whole tables: off the async workers.
-        let now = crate::clock::now_ms();
         self.read_blocking(move |c| {
             rows(
                 c,
                 concat!("SELECT ", room_columns!(), ", \
-                 (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status IN ('pending','in_progress','blocked','in_review')) AS open_tasks, \
+                 (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status IN (?2, ?3, ?4, ?5)) AS open_tasks, \
                  (SELECT COUNT(*) FROM messages m WHERE m.room = r.name) AS messages, \
                  (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > ?1)) AS files \
                  FROM rooms r ORDER BY r.name"),
-                [now],
+                params![
+                    now,
+                    Status::OPEN[0].as_str(),
+                    Status::OPEN[1].as_str(),
+                    Status::OPEN[2].as_str(),
+                    Status::OPEN[3].as_str()
+                ],
                 |r| {
                     Ok(RoomSummary {
                         room: room_from_row(r)?,
@@ -610,9 +685,8 @@ impl Store for SqliteStore {
         &self,
         room: &str,
         info: &RoomInfo,
-        audit: Option<&Audit>,
+        record: Record,
     ) -> Result<Option<(Room, Event)>> {
-        let now = crate::clock::now_ms();
         self.write(|c| {
             let Some(updated) = row(
                 c,
@@ -625,32 +699,7 @@ impl Store for SqliteStore {
             else {
                 return Ok(None);
             };
-            let mut fields = Vec::new();
-            if info.description.is_some() {
-                fields.push("description");
-            }
-            if info.repo_url.is_some() {
-                fields.push("repo_url");
-            }
-            if info.onboarding_notes.is_some() {
-                fields.push("onboarding_notes");
-            }
-            let actor = audit.map(|a| a.agent.as_str()).unwrap_or("(admin)");
-            let event = insert_event(
-                c,
-                room,
-                actor,
-                now,
-                &NewEvent {
-                    kind: "room_info_updated",
-                    task_id: None,
-                    message_id: None,
-                    detail: json!({"fields": fields}),
-                },
-            )?;
-            if let Some(audit) = audit {
-                insert_audit_row(c, audit, room, None, now)?;
-            }
+            let event = only(store_record(c, room, record, &Written::default(), "")?)?;
             Ok(Some((updated, event)))
         })
         .await
@@ -660,12 +709,10 @@ impl Store for SqliteStore {
         &self,
         room: &str,
         days: i64,
-        audit: Option<&Audit>,
-        now: i64,
+        record: Record,
     ) -> Result<Option<(Event, PruneCount)>> {
         // Pruning a large room takes a while: off the async workers.
         let room = room.to_owned();
-        let audit = audit.cloned();
         self.write_blocking(move |c| {
             let n = exec(
                 c,
@@ -676,29 +723,15 @@ impl Store for SqliteStore {
                 return Ok(None);
             }
             let pruned = if days > 0 {
-                prune_room(c, &room, now - days * 86_400_000)?
+                prune_room(c, &room, record.now - days * 86_400_000)?
             } else {
                 PruneCount::default()
             };
-            let actor = audit
-                .as_ref()
-                .map(|a| a.agent.as_str())
-                .unwrap_or("(admin)");
-            let event = insert_event(
-                c,
-                &room,
-                actor,
-                now,
-                &NewEvent {
-                    kind: "retention_set",
-                    task_id: None,
-                    message_id: None,
-                    detail: json!({"days": days, "pruned": pruned}),
-                },
-            )?;
-            if let Some(audit) = &audit {
-                insert_audit_row(c, audit, &room, None, now)?;
-            }
+            let written = Written {
+                pruned: Some(pruned),
+                ..Written::default()
+            };
+            let event = only(store_record(c, &room, record, &written, "")?)?;
             Ok(Some((event, pruned)))
         })
         .await
@@ -756,8 +789,7 @@ impl Store for SqliteStore {
         Ok(total)
     }
 
-    async fn insert_token(&self, t: &NewToken) -> Result<i64> {
-        let now = crate::clock::now_ms();
+    async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
         self.write(|c| {
             let id = row(
                 c,
@@ -880,58 +912,32 @@ impl Store for SqliteStore {
     async fn post_message(
         &self,
         room: &str,
-        author: &str,
         body: &str,
         reply_to: Option<i64>,
-        mentions: &[String],
-        audit: &Audit,
+        record: Record,
     ) -> Result<(Message, Event)> {
-        let now = crate::clock::now_ms();
         self.write(|c| {
             let id: i64 = row(
                 c,
                 "INSERT INTO messages (room, ts, author, body, reply_to) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
-                params![room, now, author, body, reply_to],
+                params![room, record.now, record.actor, body, reply_to],
                 |r| r.get(0),
             )?
             .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
-            insert_mentions(
-                c,
-                room,
-                mentions,
-                &MentionSource {
-                    message_id: Some(id),
-                    note_id: None,
-                    task_id: None,
-                    author,
-                    body,
-                    now,
-                },
-            )?;
-            let event = insert_event(
-                c,
-                room,
-                author,
-                now,
-                &NewEvent {
-                    kind: "message",
-                    task_id: None,
-                    message_id: Some(id),
-                    detail: json!({"body": body, "reply_to": reply_to, "mentions": mentions}),
-                },
-            )?;
-            insert_audit_row(c, audit, room, None, now)?;
-            Ok((
-                Message {
-                    id,
-                    room: room.to_owned(),
-                    ts: now,
-                    author: author.to_owned(),
-                    body: body.to_owned(),
-                    reply_to,
-                },
-                event,
-            ))
+            let message = Message {
+                id,
+                room: room.to_owned(),
+                ts: record.now,
+                author: record.actor.clone(),
+                body: body.to_owned(),
+                reply_to,
+            };
+            let written = Written {
+                message_id: Some(id),
+                ..Written::default()
+            };
+            let event = only(store_record(c, room, record, &written, body)?)?;
+            Ok((message, event))
         })
         .await
     }
@@ -1123,7 +1129,7 @@ impl Store for SqliteStore {
         &self,
         room: &str,
         t: &NewTask,
-        audit: &Audit,
+        record: Record,
     ) -> Result<(Task, Vec<Event>)> {
         self.write(|c| {
             let id: i64 = row(
@@ -1138,7 +1144,7 @@ impl Store for SqliteStore {
                     t.status.as_str(),
                     t.assignee,
                     t.created_by,
-                    t.now,
+                    record.now,
                     t.priority,
                     t.required_skill,
                     t.needs_review
@@ -1156,37 +1162,11 @@ impl Store for SqliteStore {
             let task = load_task(c, room, id)?.ok_or_else(|| {
                 Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
             })?;
-            let base = json!({"title": task.title, "status": task.status, "assignee": task.assignee, "version": 1});
-            let mut created = base.clone();
-            created["priority"] = json!(task.priority);
-            created["depends_on"] = json!(task.depends_on);
-            let mut events = vec![insert_event(
-                c,
-                room,
-                &t.created_by,
-                t.now,
-                &NewEvent {
-                    kind: "task_created",
-                    task_id: Some(id),
-                    message_id: None,
-                    detail: created,
-                },
-            )?];
-            if t.claimed {
-                events.push(insert_event(
-                    c,
-                    room,
-                    &t.created_by,
-                    t.now,
-                    &NewEvent {
-                        kind: "task_claimed",
-                        task_id: Some(id),
-                        message_id: None,
-                        detail: base,
-                    },
-                )?);
-            }
-            insert_audit_row(c, audit, room, Some(id), t.now)?;
+            let written = Written {
+                task_id: Some(id),
+                ..Written::default()
+            };
+            let events = store_record(c, room, record, &written, "")?;
             Ok((task, events))
         })
         .await
@@ -1243,10 +1223,10 @@ impl Store for SqliteStore {
         &self,
         room: &str,
         id: i64,
-        c: &TaskChange,
-        audit: Option<&Audit>,
+        c: TaskChange,
     ) -> Result<Option<(Task, Vec<Event>)>> {
         self.write(|tx| {
+            let now = c.record.now;
             let done = exec(
                 tx,
                 "UPDATE tasks SET status = ?3, assignee = ?4, body = ?5, result = ?6, lease_seconds = ?7, \
@@ -1261,56 +1241,24 @@ impl Store for SqliteStore {
                     c.result,
                     c.lease_seconds,
                     c.lease_expires_ts,
-                    c.now,
+                    now,
                     c.expected_version
                 ],
             )?;
             if done == 0 {
                 return Ok(None);
             }
-            let actor = audit
-                .map(|a| a.agent.clone())
-                .unwrap_or_else(|| crate::domain::board::SERVER_ACTOR.to_owned());
-            let note_id = match &c.note {
-                Some(NewNote {
-                    author,
-                    body,
-                    mentions,
-                }) => {
-                    let note_id: i64 = row(
-                        tx,
-                        "INSERT INTO notes (task_id, room, ts, author, body) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
-                        params![id, room, c.now, author, body],
-                        |r| r.get(0),
-                    )?
-                    .ok_or_else(|| {
-                        Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row"))
-                    })?;
-                    insert_mentions(
-                        tx,
-                        room,
-                        mentions,
-                        &MentionSource {
-                            message_id: None,
-                            note_id: Some(note_id),
-                            task_id: Some(id),
-                            author,
-                            body,
-                            now: c.now,
-                        },
-                    )?;
-                    Some(note_id)
-                }
-                None => None,
-            };
-            let events = c
-                .events_with_note(note_id)
-                .iter()
-                .map(|e| insert_event(tx, room, &actor, c.now, e))
-                .collect::<Result<Vec<_>>>()?;
-            if let Some(audit) = audit {
-                insert_audit_row(tx, audit, room, Some(id), c.now)?;
+            let mut written = Written::default();
+            if let Some(body) = &c.note {
+                written.note_id = row(
+                    tx,
+                    "INSERT INTO notes (task_id, room, ts, author, body) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+                    params![id, room, now, c.record.actor, body],
+                    |r| r.get(0),
+                )?;
             }
+            let text = c.note.as_deref().unwrap_or_default();
+            let events = store_record(tx, room, c.record, &written, text)?;
             let task = load_task(tx, room, id)?.ok_or_else(|| {
                 Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
             })?;
@@ -1324,8 +1272,12 @@ impl Store for SqliteStore {
             rows(
                 c,
                 "SELECT room, id FROM tasks WHERE lease_expires_ts IS NOT NULL AND lease_expires_ts <= ?1 \
-                 AND status IN ('in_progress', 'blocked') LIMIT 500",
-                [now],
+                 AND status IN (?2, ?3) LIMIT 500",
+                params![
+                    now,
+                    Status::LEASED[0].as_str(),
+                    Status::LEASED[1].as_str()
+                ],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
         })
@@ -1450,7 +1402,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn put_file(&self, room: &str, f: &NewFile, audit: &Audit) -> Result<(FileMeta, Event)> {
+    async fn put_file(&self, room: &str, f: &NewFile, record: Record) -> Result<(FileMeta, Event)> {
         self.write(|c| {
             let id: i64 = row(
                 c,
@@ -1463,8 +1415,8 @@ impl Store for SqliteStore {
                     f.content.len() as i64,
                     f.sha256,
                     f.content,
-                    f.author,
-                    f.now,
+                    record.actor,
+                    record.now,
                     f.expires_at,
                     f.task_id
                 ],
@@ -1477,24 +1429,16 @@ impl Store for SqliteStore {
                 sha256: f.sha256.clone(),
                 size: f.content.len() as i64,
                 mime: f.mime.clone(),
-                author: f.author.clone(),
-                ts: f.now,
+                author: record.actor.clone(),
+                ts: record.now,
                 expires_at: f.expires_at,
                 task_id: f.task_id,
             };
-            let event = insert_event(
-                c,
-                room,
-                &f.author,
-                f.now,
-                &NewEvent {
-                    kind: "file_added",
-                    task_id: f.task_id,
-                    message_id: None,
-                    detail: json!({"file_id": id, "name": f.name, "size": meta.size, "sha256": f.sha256}),
-                },
-            )?;
-            insert_audit_row(c, audit, room, f.task_id, f.now)?;
+            let written = Written {
+                file_id: Some(id),
+                ..Written::default()
+            };
+            let event = only(store_record(c, room, record, &written, "")?)?;
             Ok((meta, event))
         })
         .await
@@ -1535,37 +1479,23 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn delete_file(&self, room: &str, id: i64, audit: &Audit) -> Result<Option<Event>> {
-        let now = crate::clock::now_ms();
+    async fn delete_file(&self, room: &str, id: i64, record: Record) -> Result<Option<Event>> {
         self.write(|c| {
-            let Some((name, task_id)) = row(
+            if exec(
                 c,
-                "DELETE FROM files WHERE id = ?1 AND room = ?2 RETURNING name, task_id",
+                "DELETE FROM files WHERE id = ?1 AND room = ?2",
                 params![id, room],
-                |r| {
-                    Ok((
-                        r.get::<_, String>("name")?,
-                        r.get::<_, Option<i64>>("task_id")?,
-                    ))
-                },
-            )?
-            else {
+            )? == 0
+            {
                 return Ok(None);
-            };
-            let event = insert_event(
+            }
+            Ok(Some(only(store_record(
                 c,
                 room,
-                &audit.agent,
-                now,
-                &NewEvent {
-                    kind: "file_deleted",
-                    task_id,
-                    message_id: None,
-                    detail: json!({"file_id": id, "name": name}),
-                },
-            )?;
-            insert_audit_row(c, audit, room, task_id, now)?;
-            Ok(Some(event))
+                record,
+                &Written::default(),
+                "",
+            )?)?))
         })
         .await
     }
@@ -1711,5 +1641,60 @@ impl Store for SqliteStore {
             Ok(())
         })
         .await
+    }
+
+    // OAuth: see `oauth.rs` beside this file.
+    async fn oauth_insert_client(&self, client: &OAuthClient) -> Result<()> {
+        self.oauth_insert_client_impl(client).await
+    }
+    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
+        self.oauth_client_impl(client_id).await
+    }
+    async fn oauth_count_clients(&self) -> Result<i64> {
+        self.oauth_count_clients_impl().await
+    }
+    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
+        self.oauth_insert_connect_code_impl(code).await
+    }
+    async fn oauth_approve(
+        &self,
+        connect_hash: &str,
+        client_id: &str,
+        client_name: &str,
+        code: &NewAuthCode,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        self.oauth_approve_impl(connect_hash, client_id, client_name, code, now)
+            .await
+    }
+    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
+        self.oauth_take_auth_code_impl(hash, now).await
+    }
+    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
+        self.oauth_insert_tokens_impl(tokens).await
+    }
+    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
+        self.oauth_token_impl(hash).await
+    }
+    async fn oauth_spend_token(&self, hash: &str, now: i64) -> Result<bool> {
+        self.oauth_spend_token_impl(hash, now).await
+    }
+    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
+        self.oauth_revoke_grant_impl(grant_id, now).await
+    }
+    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
+        self.oauth_revoke_agent_impl(agent, now).await
+    }
+    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
+        self.oauth_list_grants_impl().await
+    }
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
+        self.oauth_purge_grants_impl(revoked_before).await
+    }
+    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
+        self.oauth_key_impl(name, fresh).await
+    }
+    async fn oauth_prune(&self, now: i64) -> Result<u64> {
+        self.oauth_prune_impl(now).await
     }
 }

@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::db::{AdminLogEntry, RoomSummary, TokenRecord};
+use crate::domain::model::{AdminLogEntry, RoomSummary, TokenRecord};
 use crate::state::AppState;
 
 /// How many admin log entries the state carries.

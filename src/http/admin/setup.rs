@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::config::Config;
-use crate::db::TokenRecord;
+use crate::domain::model::TokenRecord;
 
 /// Where a side's base URL came from.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -1,0 +1,141 @@
+//! `chatroom quickstart`: from nothing to two agents that can talk. Creates
+//! the database and a room, mints a token for each of two agents and a
+//! read-only one for an observer, and prints what to paste for each: the
+//! `claude mcp add` line, the hook's settings, the watcher and the
+//! dashboard, all built from the URL agents will use (`CHATROOM_LAN_URL`,
+//! else `CHATROOM_PUBLIC_URL`, else the listen address).
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::config::Config;
+use crate::db;
+use crate::domain::model::RoomInfo;
+use crate::domain::{rooms, tokens};
+
+#[derive(Args)]
+pub struct QuickstartArgs {
+    /// The room to create (kept if it exists).
+    #[arg(long, default_value = "lobby")]
+    room: String,
+    /// The two agents (comma-separated names).
+    #[arg(long, value_delimiter = ',', default_values_t = ["alice".to_owned(), "bob".to_owned()])]
+    agents: Vec<String>,
+    /// The read-only observer, for the dashboard.
+    #[arg(long, default_value = "observer")]
+    observer: String,
+    /// The base URL agents reach the server at (default: CHATROOM_LAN_URL,
+    /// else CHATROOM_PUBLIC_URL, else the listen address).
+    #[arg(long)]
+    url: Option<String>,
+}
+
+pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
+    let config = Config::from_env()?;
+    super::doctor::database_reachable(&config).await?;
+    let existed = config.database_url.is_some() || std::path::Path::new(&config.db_path).exists();
+    let store = db::open(&config.database()).await?;
+    let shown = match &config.database_url {
+        Some(url) => crate::config::redact_url(url),
+        None => std::path::absolute(&config.db_path)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| config.db_path.clone()),
+    };
+    eprintln!(
+        "chatroom: database {shown}{}",
+        if existed { "" } else { ", created now" }
+    );
+    if store.get_room(&args.room).await?.is_none() {
+        rooms::create(
+            store.as_ref(),
+            &args.room,
+            RoomInfo {
+                description: Some("Created by chatroom quickstart".into()),
+                ..RoomInfo::default()
+            },
+        )
+        .await?;
+        eprintln!("chatroom: room {} created", args.room);
+    } else {
+        eprintln!("chatroom: room {} exists; adding tokens to it", args.room);
+    }
+    let base = match args.url {
+        Some(u) => u
+            .trim()
+            .trim_end_matches('/')
+            .trim_end_matches("/mcp")
+            .to_owned(),
+        None => config
+            .lan_url
+            .clone()
+            .or_else(|| config.public_url.clone())
+            .unwrap_or_else(|| {
+                let mut addr = config.listen;
+                if addr.ip().is_unspecified() {
+                    addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+                }
+                format!("http://{addr}")
+            }),
+    };
+    let mint = |agent: String, readonly: bool| {
+        let store = store.clone();
+        let room = args.room.clone();
+        async move {
+            let grant = tokens::Grant {
+                agent,
+                room,
+                also_rooms: Vec::new(),
+                readonly,
+                admin: false,
+                all_rooms: false,
+                lead: false,
+                skills: Vec::new(),
+            };
+            tokens::mint(store.as_ref(), grant).await
+        }
+    };
+    let room = &args.room;
+    println!("# chatroom quickstart: room {room} at {base}");
+    println!("# Tokens are shown once; only their SHA-256 is stored.");
+    for agent in &args.agents {
+        let (secret, _) = mint(agent.clone(), false).await?;
+        let token = secret.expose();
+        println!();
+        println!("## {agent}: in {agent}'s project folder");
+        println!(
+            "claude mcp add --transport http chatroom-{room} {base}/mcp --header \"Authorization: Bearer {token}\""
+        );
+        println!("# prompt hook and watcher: this environment, then `chatroom hook` in");
+        println!("# .claude/settings.json (UserPromptSubmit) and `chatroom watch` in a terminal");
+        println!("export CHATROOM_URL={base} CHATROOM_TOKEN={token} CHATROOM_ROOM={room}");
+    }
+    let (secret, _) = mint(args.observer.clone(), true).await?;
+    println!();
+    println!("## {}: read-only, for the dashboard", args.observer);
+    println!("# open {base}/ui and paste: {}", secret.expose());
+    println!();
+    println!("# hook settings (.claude/settings.json of each agent's project):");
+    println!(
+        r#"# {{"hooks": {{"UserPromptSubmit": [{{"hooks": [{{"type": "command", "command": "chatroom hook"}}]}}]}}}}"#
+    );
+    let healthy = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(2))
+        .build()?
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success());
+    if !healthy {
+        eprintln!(
+            "chatroom: no server answers at {base} yet: start it with `chatroom serve` (same folder, same .env)"
+        );
+    }
+    if let Some(first) = args.agents.first() {
+        let other = args.agents.get(1).map(String::as_str).unwrap_or("bob");
+        eprintln!(
+            "chatroom: then ask {first}'s agent to post \"@{other} hello\"; {other}'s hook, watcher and whats_new show it"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,600 @@
+//! The model: the values the domain decides on and the store keeps — rooms,
+//! tokens, chat, the board, files, events — and the [`Record`] of what a
+//! write stores beside its main row. Both backends read and write these
+//! types; nothing here touches storage.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+/// The actor of events the server makes itself (a lapsed lease).
+pub const SERVER_ACTOR: &str = "(server)";
+/// The actor of changes made with the admin CLI, which has no token.
+pub const ADMIN_ACTOR: &str = "(admin)";
+
+/// What an event says happened. Stored and shown as its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Message,
+    TaskCreated,
+    TaskClaimed,
+    TaskUpdated,
+    TaskReleased,
+    NoteAdded,
+    TaskSubmitted,
+    TaskReviewed,
+    TaskCancelled,
+    TaskLeaseExpired,
+    FileAdded,
+    FileDeleted,
+    RoomInfoUpdated,
+    RetentionSet,
+}
+
+impl EventKind {
+    /// Every kind there is.
+    pub const ALL: [EventKind; 14] = [
+        EventKind::Message,
+        EventKind::TaskCreated,
+        EventKind::TaskClaimed,
+        EventKind::TaskUpdated,
+        EventKind::TaskReleased,
+        EventKind::NoteAdded,
+        EventKind::TaskSubmitted,
+        EventKind::TaskReviewed,
+        EventKind::TaskCancelled,
+        EventKind::TaskLeaseExpired,
+        EventKind::FileAdded,
+        EventKind::FileDeleted,
+        EventKind::RoomInfoUpdated,
+        EventKind::RetentionSet,
+    ];
+
+    /// The name events are stored and shown under.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Message => "message",
+            EventKind::TaskCreated => "task_created",
+            EventKind::TaskClaimed => "task_claimed",
+            EventKind::TaskUpdated => "task_updated",
+            EventKind::TaskReleased => "task_released",
+            EventKind::NoteAdded => "note_added",
+            EventKind::TaskSubmitted => "task_submitted",
+            EventKind::TaskReviewed => "task_reviewed",
+            EventKind::TaskCancelled => "task_cancelled",
+            EventKind::TaskLeaseExpired => "task_lease_expired",
+            EventKind::FileAdded => "file_added",
+            EventKind::FileDeleted => "file_deleted",
+            EventKind::RoomInfoUpdated => "room_info_updated",
+            EventKind::RetentionSet => "retention_set",
+        }
+    }
+
+    /// The kind named `s`, if there is one.
+    pub fn parse(s: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a write stores beside its main row, all decided in the domain: the
+/// events it appends (by `actor`, at `now`), the mentions in the text it
+/// adds, and its audit row. A backend stores one in the transaction of the
+/// main statement, after [`Record::stamp`] has given it the ids that
+/// statement assigned; it takes no decision of its own.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// The time of the write: its rows, events and audit row carry it.
+    pub now: i64,
+    /// Who the write is by: its events, its message or note, its audit row.
+    pub actor: String,
+    pub events: Vec<NewEvent>,
+    /// The agents (lowercase) the write's message or note mentions.
+    pub mentions: Vec<String>,
+    /// The tool whose audit row the write carries; `None` writes none (a
+    /// change with no call behind it: the server's own, the admin CLI's).
+    pub audit_tool: Option<&'static str>,
+    /// The task the write concerns, named by its audit row and mentions.
+    pub task_id: Option<i64>,
+}
+
+/// What the main statement of a write assigned or removed, which only the
+/// store learns (see [`Record::stamp`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Written {
+    /// The new message's id: its event and mentions point to it.
+    pub message_id: Option<i64>,
+    /// The new task's id: every event and the audit row point to it.
+    pub task_id: Option<i64>,
+    /// The new note's id, for the `note_added` event.
+    pub note_id: Option<i64>,
+    /// The new file's id, for the `file_added` event.
+    pub file_id: Option<i64>,
+    /// What setting the retention pruned, for the `retention_set` event.
+    pub pruned: Option<PruneCount>,
+}
+
+impl Record {
+    /// A write by `actor` at `now`, carrying the audit row of `audit_tool`.
+    pub fn new(actor: impl Into<String>, audit_tool: Option<&'static str>, now: i64) -> Record {
+        Record {
+            now,
+            actor: actor.into(),
+            events: Vec::new(),
+            mentions: Vec::new(),
+            audit_tool,
+            task_id: None,
+        }
+    }
+
+    /// Appends an event.
+    pub fn event(
+        mut self,
+        kind: EventKind,
+        task_id: Option<i64>,
+        message_id: Option<i64>,
+        detail: Value,
+    ) -> Record {
+        self.events.push(NewEvent {
+            kind,
+            task_id,
+            message_id,
+            detail,
+        });
+        self
+    }
+
+    /// Completes the record with what the main statement assigned: the
+    /// events then say which message, task, note or file they are about.
+    pub fn stamp(&mut self, w: &Written) {
+        if w.task_id.is_some() {
+            self.task_id = w.task_id;
+        }
+        for e in &mut self.events {
+            if w.message_id.is_some() {
+                e.message_id = w.message_id;
+            }
+            if w.task_id.is_some() {
+                e.task_id = w.task_id;
+            }
+            match (e.kind, w.note_id, w.file_id, w.pruned) {
+                (EventKind::NoteAdded, Some(id), _, _) => e.detail["note_id"] = json!(id),
+                (EventKind::FileAdded, _, Some(id), _) => e.detail["file_id"] = json!(id),
+                (EventKind::RetentionSet, _, _, Some(p)) => e.detail["pruned"] = json!(p),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A room and its settings.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Room {
+    pub name: String,
+    pub description: String,
+    pub repo_url: String,
+    pub onboarding_notes: String,
+    pub retention_days: i64,
+}
+
+/// Room info fields to change; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct RoomInfo {
+    pub description: Option<String>,
+    pub repo_url: Option<String>,
+    pub onboarding_notes: Option<String>,
+}
+
+impl RoomInfo {
+    /// The names of the fields this changes, as the `room_info_updated` event lists them.
+    pub fn changed_fields(&self) -> Vec<&'static str> {
+        [
+            ("description", self.description.is_some()),
+            ("repo_url", self.repo_url.is_some()),
+            ("onboarding_notes", self.onboarding_notes.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+}
+
+/// A room with its counts, for listings.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoomSummary {
+    #[serde(flatten)]
+    pub room: Room,
+    pub open_tasks: i64,
+    pub messages: i64,
+    pub files: i64,
+}
+
+/// How many tasks of a room are in each status (the MQTT status topic).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct TaskCounts {
+    pub pending: i64,
+    pub in_progress: i64,
+    pub blocked: i64,
+    pub in_review: i64,
+    pub done: i64,
+    pub cancelled: i64,
+}
+
+impl TaskCounts {
+    /// Counts from `(status, count)` rows, as both backends read them.
+    pub fn from_rows(rows: Vec<(String, i64)>) -> TaskCounts {
+        let mut c = TaskCounts::default();
+        for (status, n) in rows {
+            match Status::parse(&status) {
+                Ok(Status::Pending) => c.pending = n,
+                Ok(Status::InProgress) => c.in_progress = n,
+                Ok(Status::Blocked) => c.blocked = n,
+                Ok(Status::InReview) => c.in_review = n,
+                Ok(Status::Done) => c.done = n,
+                Ok(Status::Cancelled) => c.cancelled = n,
+                Err(_) => {}
+            }
+        }
+        c
+    }
+}
+
+/// A token as stored: everything but the raw value.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenRecord {
+    pub id: i64,
+    pub agent: String,
+    pub room: String,
+    pub also_rooms: Vec<String>,
+    pub readonly: bool,
+    pub admin: bool,
+    pub all_rooms: bool,
+    pub lead: bool,
+    pub skills: Vec<String>,
+    #[serde(with = "crate::clock::ts")]
+    pub created_ts: i64,
+    #[serde(with = "crate::clock::ts_opt")]
+    pub revoked_ts: Option<i64>,
+    #[serde(with = "crate::clock::ts_opt")]
+    pub last_seen: Option<i64>,
+}
+
+/// A token to store; `hash` is the SHA-256 of the raw token.
+#[derive(Debug, Clone)]
+pub struct NewToken {
+    pub hash: String,
+    pub agent: String,
+    pub room: String,
+    pub also_rooms: Vec<String>,
+    pub readonly: bool,
+    pub admin: bool,
+    pub all_rooms: bool,
+    pub lead: bool,
+    pub skills: Vec<String>,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, Serialize)]
+pub struct Message {
+    pub id: i64,
+    #[serde(skip)]
+    pub room: String,
+    #[serde(with = "crate::clock::ts")]
+    pub ts: i64,
+    pub author: String,
+    pub body: String,
+    pub reply_to: Option<i64>,
+}
+
+/// One entry of a room's history.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    pub id: i64,
+    pub room: String,
+    #[serde(with = "crate::clock::ts")]
+    pub ts: i64,
+    pub kind: String,
+    pub actor: String,
+    pub task_id: Option<i64>,
+    pub message_id: Option<i64>,
+    pub detail: Value,
+}
+
+/// An event to append; the store assigns its id, and its time and actor
+/// come from its [`Record`].
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub kind: EventKind,
+    pub task_id: Option<i64>,
+    pub message_id: Option<i64>,
+    pub detail: Value,
+}
+
+/// One append-only audit row: who called which tool, on what, with what outcome.
+#[derive(Debug, Clone)]
+pub struct AuditRow {
+    pub ts: i64,
+    pub agent: String,
+    pub room: Option<String>,
+    pub tool: String,
+    pub task_id: Option<i64>,
+    pub outcome: String,
+}
+
+/// Filters for `read_events`.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub since_id: i64,
+    pub limit: i64,
+    pub kind: Option<String>,
+    pub task_id: Option<i64>,
+}
+
+/// A page of events after an agent's cursor.
+#[derive(Debug, Clone)]
+pub struct EventPage {
+    /// The cursor before this read (0 on the first look).
+    pub since: i64,
+    /// Whether the agent had never looked at this room before.
+    pub first_look: bool,
+    pub events: Vec<Event>,
+    /// Events left after this page.
+    pub remaining: i64,
+}
+
+/// A member of a room as `list_agents` shows it.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub agent: String,
+    pub lead: bool,
+    pub readonly: bool,
+    pub admin: bool,
+    pub skills: Vec<String>,
+    pub last_seen: Option<i64>,
+}
+
+/// An admin-console log entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdminLogEntry {
+    pub id: i64,
+    #[serde(with = "crate::clock::ts")]
+    pub ts: i64,
+    pub actor: String,
+    pub address: String,
+    pub action: String,
+    pub target: String,
+    pub flagged: bool,
+}
+
+/// How many rows a prune removed.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct PruneCount {
+    pub messages: u64,
+    pub events: u64,
+    pub files: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    InProgress,
+    Blocked,
+    InReview,
+    Done,
+    Cancelled,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Pending,
+        Status::InProgress,
+        Status::Blocked,
+        Status::InReview,
+        Status::Done,
+        Status::Cancelled,
+    ];
+    /// The statuses `open` stands for.
+    pub const OPEN: [Status; 4] = [
+        Status::Pending,
+        Status::InProgress,
+        Status::Blocked,
+        Status::InReview,
+    ];
+
+    /// The statuses a lease runs in.
+    pub const LEASED: [Status; 2] = [Status::InProgress, Status::Blocked];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::InProgress => "in_progress",
+            Status::Blocked => "blocked",
+            Status::InReview => "in_review",
+            Status::Done => "done",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Status> {
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown status {s:?}; statuses are pending, in_progress, blocked, in_review, done, cancelled"
+                ))
+            })
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, Status::Done | Status::Cancelled)
+    }
+
+    /// Whether a task in this status has a holder (its assignee).
+    pub fn held(self) -> bool {
+        matches!(
+            self,
+            Status::InProgress | Status::Blocked | Status::InReview
+        )
+    }
+
+    /// Whether a lease runs in this status.
+    pub fn leased(self) -> bool {
+        matches!(self, Status::InProgress | Status::Blocked)
+    }
+}
+
+/// A task as clients see it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Task {
+    pub id: i64,
+    pub room: String,
+    pub title: String,
+    pub body: String,
+    pub status: Status,
+    pub assignee: Option<String>,
+    pub depends_on: Vec<i64>,
+    pub blocked_by_unfinished: Vec<i64>,
+    pub version: i64,
+    pub created_by: String,
+    #[serde(with = "crate::clock::ts")]
+    pub created_ts: i64,
+    #[serde(with = "crate::clock::ts")]
+    pub updated_ts: i64,
+    pub priority: String,
+    pub required_skill: Option<String>,
+    pub needs_review: bool,
+    pub result: Option<String>,
+    #[serde(with = "crate::clock::ts_opt")]
+    pub lease_expires_ts: Option<i64>,
+    /// The lease length a holder's writes renew; not shown.
+    #[serde(skip)]
+    pub lease_seconds: Option<i64>,
+}
+
+impl Task {
+    /// The holder: the assignee of a task in a held status.
+    pub fn holder(&self) -> Option<&str> {
+        self.assignee.as_deref().filter(|_| self.status.held())
+    }
+
+    /// Whether the lease ran out by `now`.
+    pub fn lease_lapsed(&self, now: i64) -> bool {
+        self.status.leased() && self.lease_expires_ts.is_some_and(|t| t <= now)
+    }
+}
+
+/// A note on a task's thread.
+#[derive(Debug, Clone, Serialize)]
+pub struct Note {
+    pub id: i64,
+    pub task_id: i64,
+    pub author: String,
+    #[serde(with = "crate::clock::ts")]
+    pub ts: i64,
+    pub body: String,
+}
+
+/// A task to create.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub title: String,
+    pub body: String,
+    pub depends_on: Vec<i64>,
+    pub status: Status,
+    pub assignee: Option<String>,
+    pub created_by: String,
+    pub priority: String,
+    pub required_skill: Option<String>,
+    pub needs_review: bool,
+}
+
+/// The whole new state of a task's mutable fields, decided on
+/// `expected_version`, with the record of what else the change writes.
+#[derive(Debug, Clone)]
+pub struct TaskChange {
+    pub expected_version: i64,
+    pub status: Status,
+    pub assignee: Option<String>,
+    pub body: String,
+    pub result: Option<String>,
+    pub lease_seconds: Option<i64>,
+    pub lease_expires_ts: Option<i64>,
+    /// The body of the note the change adds, by the record's actor; the
+    /// record's mentions are the note's.
+    pub note: Option<String>,
+    pub record: Record,
+}
+
+/// A list query.
+#[derive(Debug, Clone, Default)]
+pub struct TaskQuery {
+    /// Empty means every status.
+    pub statuses: Vec<Status>,
+    pub assignee: Option<String>,
+    pub limit: i64,
+    pub before_id: Option<i64>,
+}
+
+/// A mention of an agent in a message or a note.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mention {
+    /// The mention's own index id, for `since_id` paging.
+    #[serde(skip)]
+    pub id: i64,
+    pub message_id: Option<i64>,
+    pub note_id: Option<i64>,
+    pub task_id: Option<i64>,
+    pub author: String,
+    #[serde(with = "crate::clock::ts")]
+    pub ts: i64,
+    pub body: String,
+}
+
+/// One search result.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchHit {
+    pub kind: String,
+    pub message_id: Option<i64>,
+    pub task_id: Option<i64>,
+    pub note_id: Option<i64>,
+    pub author: String,
+    #[serde(with = "crate::clock::ts")]
+    pub ts: i64,
+    pub snippet: String,
+}
+
+/// A stored file's metadata.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileMeta {
+    pub file_id: i64,
+    pub name: String,
+    pub sha256: String,
+    pub size: i64,
+    pub mime: String,
+    pub author: String,
+    #[serde(with = "crate::clock::ts")]
+    pub ts: i64,
+    #[serde(with = "crate::clock::ts_opt")]
+    pub expires_at: Option<i64>,
+    pub task_id: Option<i64>,
+}
+
+/// A file to store.
+#[derive(Debug, Clone)]
+pub struct NewFile {
+    pub name: String,
+    pub mime: String,
+    pub content: Vec<u8>,
+    pub sha256: String,
+    pub expires_at: Option<i64>,
+    pub task_id: Option<i64>,
+}

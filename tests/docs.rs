@@ -1,0 +1,597 @@
+//! The docs against the program: every command of README.md,
+//! GETTING_STARTED.md and CLOUDFLARE_TUNNEL.md that can run on this machine
+//! runs, in order, against a real `chatroom serve` (Docker's `exec`/`run`
+//! of the chatroom service run the same binary on the same database); every
+//! `.env` snippet reads without a warning and is a valid configuration;
+//! every JSON snippet parses; and docs/TOOLS.md is what the server's tool
+//! list and the tools' answers say (`CHATROOM_UPDATE_DOCS=1` rewrites it).
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use chatroom::config::{Config, parse_dotenv};
+use chatroom::domain::tokens::Grant;
+use common::{TestServer, binary, free_port, wait_healthy};
+use serde_json::{Value, json};
+
+const GUIDES: &[&str] = &["README.md", "GETTING_STARTED.md", "CLOUDFLARE_TUNNEL.md"];
+
+fn repo_file(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// A fenced block of a Markdown file: its info string, first line, text.
+struct Block {
+    info: String,
+    line: usize,
+    text: String,
+}
+
+fn blocks(text: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    let mut open: Option<(String, String, usize, String)> = None; // marker, info, line, text
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if let Some((marker, info, start, body)) = &mut open {
+            if trimmed.trim_end() == marker.as_str() {
+                out.push(Block {
+                    info: std::mem::take(info),
+                    line: *start,
+                    text: std::mem::take(body),
+                });
+                open = None;
+            } else {
+                // Blocks inside list items are indented.
+                body.push_str(line.strip_prefix("  ").unwrap_or(line));
+                body.push('\n');
+            }
+            continue;
+        }
+        if trimmed.starts_with("```") {
+            let marker: String = trimmed.chars().take_while(|c| *c == '`').collect();
+            let info = trimmed[marker.len()..].trim().to_owned();
+            open = Some((marker, info, n + 2, String::new()));
+        }
+    }
+    out
+}
+
+/// Whether a shell block is the text of a `.env` file (only `NAME=value`
+/// lines and comments), which the guides give to paste into `.env`.
+fn is_env_snippet(text: &str) -> bool {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    !lines.is_empty()
+        && lines.iter().all(|l| {
+            l.split_once('=').is_some_and(|(name, value)| {
+                // `NAME=value cmd` is a command with an environment.
+                let value = value.split(" #").next().unwrap_or("").trim();
+                !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                    && !value.contains(char::is_whitespace)
+            })
+        })
+}
+
+/// Why a shell command cannot run here (needs Docker's engine, another
+/// machine, a model, or changes this machine), or `None` to run it.
+fn not_runnable(command: &str) -> Option<&'static str> {
+    if command.contains("chat.example.com") || command.contains("postgres") {
+        return Some("another machine or PostgreSQL");
+    }
+    if command.contains("chatroom serve") || command.contains("-- serve") {
+        return Some("the test runs the server itself");
+    }
+    if command.contains("chatroom watch") || command.contains("chatroom worker") {
+        return Some("runs until stopped (tests/watch.rs and tests/worker.rs cover it)");
+    }
+    // A new folder to work in (under the test's HOME) is fine.
+    let words: Vec<&str> = command.split_whitespace().collect();
+    if let ["mkdir", "-p", a, "&&", "cd", b] = words.as_slice()
+        && a == b
+    {
+        return None;
+    }
+    for segment in command.split("&&").flat_map(|s| s.split([';', '|'])) {
+        let words: Vec<&str> = segment.split_whitespace().collect();
+        let Some(first) = words.iter().find(|w| !w.contains('=')).copied() else {
+            continue;
+        };
+        let docker_chatroom = segment.contains("docker compose exec")
+            && segment.contains("chatroom chatroom ")
+            || segment.contains("docker compose run --rm chatroom ");
+        if first == "docker" && !docker_chatroom {
+            return Some("the Docker engine");
+        }
+        if [
+            "cp", "mkdir", "sudo", "cd", "git", "claude", "ssh", "mv", "bash", "openssl",
+        ]
+        .contains(&first)
+            || segment.trim_start().starts_with("cargo install")
+        {
+            return Some("changes this machine");
+        }
+    }
+    None
+}
+
+/// Turns a guide's shell block into the lines of a script that runs here:
+/// URLs point at the test server, `/data` at its folder, `cr_…` at a real
+/// token, `cargo run --release --` at the built binary.
+fn runnable(block: &Block, origin: &str, server: &str, dir: &Path, token: &str) -> String {
+    let mut script = String::new();
+    let mut pending = String::new();
+    for line in block.text.lines() {
+        if let Some(head) = line.trim_end().strip_suffix('\\') {
+            pending.push_str(head);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(line);
+        let command = std::mem::take(&mut pending);
+        let command = command.trim();
+        if command.is_empty() || command.starts_with('#') {
+            continue;
+        }
+        if let Some(why) = not_runnable(command) {
+            script.push_str(&format!("# skipped ({why}): {command}\n"));
+            continue;
+        }
+        let data = dir.to_path_buf();
+        let command = command
+            .replace("http://127.0.0.1:8080", server)
+            .replace("http://localhost:8080", server)
+            .replace("http://homeserver.lan:8080", server)
+            .replace("sqlite:///data/", &format!("sqlite://{}/", data.display()))
+            .replace("/data/", &format!("{}/", data.display()))
+            .replace("cr_…", token)
+            .replace("cargo run --release --", "chatroom");
+        script.push_str(&format!(
+            "echo '+ {origin}:{}' >&2\n{command}\n",
+            block.line
+        ));
+    }
+    script
+}
+
+/// Fake `docker`: `compose exec [-T] chatroom chatroom ARGS` and `compose
+/// run --rm chatroom ARGS` are the same binary on the same database.
+const FAKE_DOCKER: &str = r#"#!/bin/sh
+[ "$1" = compose ] || { echo "docs test: cannot run docker $*" >&2; exit 97; }
+shift
+while [ "${1#-}" != "$1" ]; do shift 2; done
+verb=$1; shift
+while [ "${1#-}" != "$1" ]; do shift; done
+service=$1; shift
+[ "$service" = chatroom ] || { echo "docs test: no service $service" >&2; exit 97; }
+if [ "$verb" = exec ]; then [ "$1" = chatroom ] && shift; fi
+# The image's database: /data/chatroom.db, which is the server's folder here.
+CHATROOM_DB="$DOCS_DATA/chatroom.db" exec chatroom "$@"
+"#;
+
+/// Fake `curl`: the real one, failing on an HTTP error as a person would notice it.
+const FAKE_CURL: &str = "#!/bin/sh\nexec /usr/bin/curl --fail-with-body \"$@\"\n";
+
+/// A real server in a fresh folder, as a guide's reader would start it.
+struct Served {
+    dir: tempfile::TempDir,
+    url: String,
+    child: tokio::process::Child,
+    bin: PathBuf,
+}
+
+impl Served {
+    async fn start() -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("home")).unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::os::unix::fs::symlink(binary(), bin.join("chatroom")).unwrap();
+        for (name, text) in [("docker", FAKE_DOCKER), ("curl", FAKE_CURL)] {
+            std::fs::write(bin.join(name), text).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let port = free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let mut served = Served {
+            child: tokio::process::Command::new(binary())
+                .arg("serve")
+                .current_dir(dir.path())
+                .env_clear()
+                .envs(Served::base_env(dir.path()))
+                .env("CHATROOM_LISTEN", format!("127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap(),
+            dir,
+            url,
+            bin,
+        };
+        assert!(
+            wait_healthy(&served.url, Duration::from_secs(30)).await,
+            "the server did not start"
+        );
+        let _ = &mut served;
+        served
+    }
+
+    /// The server keeps `chatroom.db` in its folder, as a reader's would.
+    fn base_env(dir: &Path) -> Vec<(String, String)> {
+        vec![
+            ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+            ("HOME".into(), dir.join("home").display().to_string()),
+            ("DOCS_DATA".into(), dir.display().to_string()),
+        ]
+    }
+
+    /// Runs `script` in the server's folder with the agent variables set.
+    async fn run(&self, script: &str, token: &str) -> (i32, String, String) {
+        let path = format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = tokio::process::Command::new("sh")
+            .arg("-ec")
+            .arg(script)
+            .current_dir(self.dir.path())
+            .env_clear()
+            .envs(Served::base_env(self.dir.path()))
+            .env("PATH", path)
+            .env("CHATROOM_URL", &self.url)
+            .env("CHATROOM_TOKEN", token)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
+
+/// The guides as a reader follows them: the README on its own, the tunnel
+/// guide after the getting-started guide it builds on, on the same server.
+const READINGS: &[&[&str]] = &[
+    &["README.md"],
+    &["GETTING_STARTED.md", "CLOUDFLARE_TUNNEL.md"],
+];
+
+/// Every runnable command of each guide runs, top to bottom on one fresh
+/// server per reading, and succeeds.
+#[tokio::test]
+async fn guide_commands_run_against_a_real_server() {
+    for reading in READINGS {
+        let served = Served::start().await;
+        // The reader's own token for `$CHATROOM_TOKEN` and `cr_…`: every room.
+        let (code, out, err) = served
+            .run(
+                "chatroom admin add-room docs-reader >/dev/null && chatroom admin add-token --agent docs-reader --room docs-reader --all-rooms",
+                "",
+            )
+            .await;
+        assert_eq!(code, 0, "{err}");
+        let token = out.trim().to_owned();
+        let mut script = String::new();
+        for guide in *reading {
+            let mut ran = 0;
+            for block in blocks(&repo_file(guide)) {
+                if !["sh", "bash", "shell", "console"].contains(&block.info.as_str())
+                    || is_env_snippet(&block.text)
+                {
+                    continue;
+                }
+                let part = runnable(&block, guide, &served.url, served.dir.path(), &token);
+                ran += part.lines().filter(|l| l.starts_with("echo '+ ")).count();
+                script.push_str(&part);
+            }
+            assert!(ran >= 2, "{guide}: only {ran} commands can run\n{script}");
+        }
+        let (code, out, err) = served.run(&script, &token).await;
+        let names = reading.join(" + ");
+        assert_eq!(
+            code, 0,
+            "{names}: a documented command failed (the last `+` line names it)\n--- script\n{script}\n--- stdout\n{out}\n--- stderr\n{err}"
+        );
+        // What the walkthrough promises: bob's hook showed alice's mention.
+        if reading.contains(&"README.md") {
+            assert!(
+                out.contains("@bob can you review the parser?") && out.contains("UNTRUSTED DATA"),
+                "README.md: bob's hook did not show alice's message\n--- stdout\n{out}\n--- stderr\n{err}"
+            );
+        }
+        served.stop().await;
+    }
+}
+
+/// Every `.env` snippet the guides give reads without a warning (known
+/// names, no duplicates, parsable lines) and is a valid configuration.
+#[test]
+fn env_snippets_are_valid() {
+    let mut seen = 0;
+    for guide in GUIDES {
+        for block in blocks(&repo_file(guide)) {
+            if !is_env_snippet(&block.text) {
+                continue;
+            }
+            seen += 1;
+            let dotenv = parse_dotenv(&block.text, |_| None);
+            assert!(
+                dotenv.warnings.is_empty(),
+                "{guide}:{}: {:?}",
+                block.line,
+                dotenv.warnings
+            );
+            let vars: HashMap<String, String> = dotenv
+                .values
+                .into_iter()
+                .map(|(k, (v, _))| (k, v))
+                .collect();
+            if let Err(e) = Config::from_map(&vars) {
+                panic!("{guide}:{}: {e}", block.line);
+            }
+        }
+    }
+    assert!(seen >= 4, "found only {seen} .env snippets");
+}
+
+/// Every JSON snippet of the guides (settings files, `.mcp.json`) parses.
+#[test]
+fn json_snippets_parse() {
+    for guide in GUIDES {
+        for block in blocks(&repo_file(guide)) {
+            if block.info == "json" {
+                let parsed: Result<Value, _> = serde_json::from_str(&block.text);
+                assert!(parsed.is_ok(), "{guide}:{}: {parsed:?}", block.line);
+            }
+        }
+    }
+}
+
+// ---- The tool reference ------------------------------------------------------
+
+/// One call of every tool, in an order in which each succeeds; the keys of
+/// each answer are its result keys.
+async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
+    s.room("docs").await;
+    s.room("scratch").await;
+    let token = s
+        .token_with(Grant {
+            agent: "writer".into(),
+            room: "docs".into(),
+            also_rooms: vec![],
+            readonly: false,
+            admin: true,
+            all_rooms: true,
+            lead: true,
+            skills: vec![],
+        })
+        .await;
+    let c = s.mcp(&token);
+    let mut keys = HashMap::new();
+    let mut record = |tool: &str, v: &Value| {
+        let set: BTreeSet<String> = v
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        keys.insert(tool.to_owned(), set);
+    };
+    for (tool, args) in [
+        ("whoami", json!({})),
+        ("get_room_info", json!({})),
+        ("set_room_info", json!({"description": "docs"})),
+        ("list_agents", json!({})),
+        ("post_message", json!({"body": "hello @writer"})),
+        ("read_messages", json!({})),
+        ("read_events", json!({})),
+        ("my_mentions", json!({})),
+        ("search", json!({"query": "hello"})),
+        ("whats_new", json!({})),
+        ("wait_for_change", json!({"timeout_s": 1})),
+    ] {
+        let v = c.call(tool, args).await;
+        record(tool, &v);
+    }
+    let v = c
+        .call("create_task", json!({"title": "one", "needs_review": true}))
+        .await;
+    record("create_task", &v);
+    let id = v["created"]["id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no task id in {v}"));
+    for (tool, args) in [
+        ("list_tasks", json!({})),
+        ("get_task", json!({"task_id": id})),
+        ("claim_task", json!({"task_id": id})),
+        ("update_task", json!({"task_id": id, "body": "more"})),
+        ("add_note", json!({"task_id": id, "body": "a note"})),
+        ("submit_result", json!({"task_id": id, "result": "done"})),
+        ("review_task", json!({"task_id": id, "approve": true})),
+    ] {
+        let v = c.call(tool, args).await;
+        record(tool, &v);
+    }
+    let v = c.call("create_task", json!({"title": "two"})).await;
+    let two = v["created"]["id"].as_i64().unwrap();
+    c.call("claim_task", json!({"task_id": two})).await;
+    for (tool, args) in [
+        ("release_task", json!({"task_id": two})),
+        ("cancel_task", json!({"task_id": two})),
+    ] {
+        let v = c.call(tool, args).await;
+        record(tool, &v);
+    }
+    let v = c
+        .call(
+            "put_file",
+            json!({"name": "notes.txt", "content_base64": "aGVsbG8=", "mime": "text/plain"}),
+        )
+        .await;
+    record("put_file", &v);
+    let file = v["file_id"]
+        .as_i64()
+        .or_else(|| v["file"]["id"].as_i64())
+        .unwrap_or_else(|| panic!("no file id in {v}"));
+    for (tool, args) in [
+        ("list_files", json!({})),
+        ("get_file", json!({"file_id": file})),
+        ("delete_file", json!({"file_id": file})),
+        ("set_retention", json!({"days": 0})),
+        ("delete_room", json!({"room": "scratch"})),
+    ] {
+        let v = c.call(tool, args).await;
+        record(tool, &v);
+    }
+    keys
+}
+
+/// The Markdown reference: every tool of `tools/list` with its description,
+/// its arguments (from the input schema) and its result keys.
+fn render(tools: &[Value], results: &HashMap<String, BTreeSet<String>>) -> String {
+    let mut md = String::from(
+        "# Tool reference\n\n\
+Every MCP tool at `/mcp`, as the server lists it (`tools/list`). Generated by\n\
+`tests/docs.rs` from the running server, which fails when this file is out\n\
+of date; `CHATROOM_UPDATE_DOCS=1 cargo nextest run --test docs` rewrites it.\n\
+Every answer also carries `room` and `you_are`; answers holding what other\n\
+agents wrote carry `untrusted_content_warning`.\n\n",
+    );
+    let mut names: Vec<&Value> = tools.iter().collect();
+    names.sort_by_key(|t| t["name"].as_str().unwrap_or("").to_owned());
+    md.push_str("| tool | what it does |\n|---|---|\n");
+    for t in &names {
+        let name = t["name"].as_str().unwrap_or("");
+        let first = t["description"]
+            .as_str()
+            .unwrap_or("")
+            .split(". ")
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('.');
+        md.push_str(&format!(
+            "| [`{name}`](#{name}) | {} |\n",
+            first.replace('|', "\\|")
+        ));
+    }
+    for t in names {
+        let name = t["name"].as_str().unwrap_or("");
+        md.push_str(&format!(
+            "\n## {name}\n\n{}\n\n",
+            t["description"].as_str().unwrap_or("")
+        ));
+        let schema = &t["inputSchema"];
+        let required: BTreeSet<&str> = schema["required"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut props: Vec<(&String, &Value)> = schema["properties"]
+            .as_object()
+            .map(|o| o.iter().collect())
+            .unwrap_or_default();
+        props.sort_by_key(|(k, _)| (!required.contains(k.as_str()), k.to_string()));
+        if props.is_empty() {
+            md.push_str("Arguments: none.\n\n");
+        } else {
+            md.push_str("| argument | type | | meaning |\n|---|---|---|---|\n");
+            for (arg, p) in props {
+                let ty = match &p["type"] {
+                    Value::String(s) => s.clone(),
+                    Value::Array(a) => a
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .filter(|s| *s != "null")
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                    _ => "any".into(),
+                };
+                let ty = if ty == "array" {
+                    format!("array of {}", p["items"]["type"].as_str().unwrap_or("any"))
+                } else {
+                    ty
+                };
+                md.push_str(&format!(
+                    "| `{arg}` | {ty} | {} | {} |\n",
+                    if required.contains(arg.as_str()) {
+                        "required"
+                    } else {
+                        ""
+                    },
+                    p["description"]
+                        .as_str()
+                        .unwrap_or("")
+                        .replace('|', "\\|")
+                        .replace('\n', " ")
+                ));
+            }
+            md.push('\n');
+        }
+        match results.get(name) {
+            Some(keys) => {
+                let keys: Vec<String> = keys
+                    .iter()
+                    .filter(|k| {
+                        !["room", "you_are", "untrusted_content_warning"].contains(&k.as_str())
+                    })
+                    .map(|k| format!("`{k}`"))
+                    .collect();
+                md.push_str(&format!("Result keys: {}.\n", keys.join(", ")));
+            }
+            None => md.push_str("Result keys: not exercised by the reference run.\n"),
+        }
+    }
+    md
+}
+
+/// docs/TOOLS.md lists every tool the server has, with its arguments and
+/// the keys its answer carries, exactly as the running server says.
+#[tokio::test]
+async fn tool_reference_is_current() {
+    let s = TestServer::start_sqlite().await;
+    let results = call_every_tool(&s).await;
+    s.room("reader").await;
+    let token = s.token("reader", "reader").await;
+    let (status, listed) = s
+        .mcp(&token)
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}))
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    let tools = listed["result"]["tools"].as_array().expect("tools").clone();
+    for t in &tools {
+        let name = t["name"].as_str().unwrap();
+        assert!(
+            results.contains_key(name),
+            "the reference run does not call {name}: add it to call_every_tool"
+        );
+    }
+    let expected = render(&tools, &results);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/TOOLS.md");
+    if std::env::var_os("CHATROOM_UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &expected).unwrap();
+    }
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        current == expected,
+        "docs/TOOLS.md is out of date: run CHATROOM_UPDATE_DOCS=1 cargo nextest run --test docs"
+    );
+}

@@ -1,0 +1,771 @@
+//! The storage contract, below the domain: every `Store` method, called the
+//! way the domain calls it, on SQLite always and on PostgreSQL when
+//! `CHATROOM_TEST_PG_URL` is set, so the two backends are held to the same
+//! answers directly and not only through MCP. Also the lease rules on an
+//! injected clock, which move time without sleeping.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chatroom::clock::Clock;
+use chatroom::db;
+use chatroom::domain::chat::message_record;
+use chatroom::domain::model::*;
+use chatroom::domain::store::Store;
+use chatroom::domain::{Call, Core, Settings, rooms, tokens};
+use common::{Grant, PgDatabase, pg_server};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// One backend under test, with what keeps its database alive.
+struct Backend {
+    name: &'static str,
+    store: Arc<dyn Store>,
+    dir: tempfile::TempDir,
+    _pg: Option<PgDatabase>,
+}
+
+/// A fresh SQLite store, and a fresh PostgreSQL one when a server is given.
+async fn backends() -> Vec<Backend> {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("store.db").display());
+    let mut out = vec![Backend {
+        name: "sqlite",
+        store: db::open(&url).await.unwrap(),
+        dir,
+        _pg: None,
+    }];
+    if let Some(server) = pg_server() {
+        let pg = PgDatabase::create(&server).await;
+        out.push(Backend {
+            name: "postgres",
+            store: db::open(&pg.url).await.unwrap(),
+            dir: tempfile::tempdir().unwrap(),
+            _pg: Some(pg),
+        });
+    }
+    out
+}
+
+const NOW: i64 = 1_800_000_000_000;
+
+fn room(name: &str) -> Room {
+    Room {
+        name: name.into(),
+        description: "d".into(),
+        repo_url: String::new(),
+        onboarding_notes: String::new(),
+        retention_days: 0,
+    }
+}
+
+fn token(hash: &str, agent: &str, room: &str) -> NewToken {
+    NewToken {
+        hash: hash.into(),
+        agent: agent.into(),
+        room: room.into(),
+        also_rooms: vec![],
+        readonly: false,
+        admin: false,
+        all_rooms: false,
+        lead: false,
+        skills: vec!["rust".into()],
+    }
+}
+
+fn new_task(title: &str, depends_on: Vec<i64>) -> NewTask {
+    NewTask {
+        title: title.into(),
+        body: "body".into(),
+        depends_on,
+        status: Status::Pending,
+        assignee: None,
+        created_by: "alice".into(),
+        priority: "normal".into(),
+        required_skill: None,
+        needs_review: false,
+    }
+}
+
+fn created(now: i64) -> Record {
+    Record::new("alice", Some("create_task"), now).event(
+        EventKind::TaskCreated,
+        None,
+        None,
+        json!({}),
+    )
+}
+
+/// A change of `task` to `status`, by `actor`, with an optional note.
+fn change(task: &Task, status: Status, actor: &str, note: Option<&str>, now: i64) -> TaskChange {
+    let mut record = Record::new(actor, Some("update_task"), now).event(
+        EventKind::TaskUpdated,
+        Some(task.id),
+        None,
+        json!({}),
+    );
+    record.task_id = Some(task.id);
+    if let Some(n) = note {
+        record.mentions = chatroom::domain::chat::mentions(n);
+        record = record.event(EventKind::NoteAdded, Some(task.id), None, json!({}));
+    }
+    TaskChange {
+        expected_version: task.version,
+        status,
+        assignee: Some(actor.into()),
+        body: task.body.clone(),
+        result: None,
+        lease_seconds: None,
+        lease_expires_ts: None,
+        note: note.map(str::to_owned),
+        record,
+    }
+}
+
+/// Rooms: create (once), read, list with counts, change info and retention, delete.
+#[tokio::test]
+async fn rooms_round_trip() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let n = b.name;
+        s.health().await.unwrap();
+        assert!(s.create_room(&room("lobby"), NOW).await.unwrap(), "{n}");
+        assert!(
+            !s.create_room(&room("lobby"), NOW).await.unwrap(),
+            "{n}: twice"
+        );
+        assert_eq!(
+            s.get_room("lobby").await.unwrap(),
+            Some(room("lobby")),
+            "{n}"
+        );
+        assert_eq!(s.get_room("nowhere").await.unwrap(), None, "{n}");
+        let info = RoomInfo {
+            repo_url: Some("https://example.org/r".into()),
+            ..RoomInfo::default()
+        };
+        let (updated, event) = s
+            .update_room_info(
+                "lobby",
+                &info,
+                rooms::info_changed(&info, rooms::by_admin(NOW)),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(updated.repo_url, "https://example.org/r", "{n}");
+        assert_eq!(updated.description, "d", "{n}: untouched fields stay");
+        assert_eq!(event.kind, "room_info_updated", "{n}");
+        assert_eq!(event.actor, ADMIN_ACTOR, "{n}");
+        assert_eq!(event.detail["fields"], json!(["repo_url"]), "{n}");
+        assert!(
+            s.update_room_info("nowhere", &info, rooms::by_admin(NOW))
+                .await
+                .unwrap()
+                .is_none(),
+            "{n}"
+        );
+        // An old message is pruned by setting a retention; the event says so.
+        let old = message_record(
+            Record::new("alice", None, NOW - 3 * 86_400_000),
+            "old",
+            None,
+        );
+        s.post_message("lobby", "old", None, old).await.unwrap();
+        let (event, pruned) = s
+            .set_retention(
+                "lobby",
+                2,
+                rooms::retention_set(2, Record::new("alice", Some("set_retention"), NOW)),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(pruned.messages, 1, "{n}");
+        assert_eq!(event.kind, "retention_set", "{n}");
+        assert_eq!(event.detail["days"], 2, "{n}");
+        assert_eq!(event.detail["pruned"]["messages"], 1, "{n}");
+        assert_eq!(
+            s.get_room("lobby").await.unwrap().unwrap().retention_days,
+            2
+        );
+        let fresh = message_record(Record::new("alice", None, NOW), "fresh", None);
+        s.post_message("lobby", "fresh", None, fresh).await.unwrap();
+        // Prune as of a day later removes nothing new; three days later, the rest.
+        assert_eq!(s.prune(NOW + 86_400_000).await.unwrap().messages, 0, "{n}");
+        assert_eq!(
+            s.prune(NOW + 3 * 86_400_000).await.unwrap().messages,
+            1,
+            "{n}"
+        );
+        s.create_room(&room("side"), NOW).await.unwrap();
+        let list = s.list_rooms(NOW).await.unwrap();
+        assert_eq!(
+            list.iter()
+                .map(|r| r.room.name.as_str())
+                .collect::<Vec<_>>(),
+            ["lobby", "side"],
+            "{n}"
+        );
+        assert!(s.delete_room("side").await.unwrap(), "{n}");
+        assert!(!s.delete_room("side").await.unwrap(), "{n}: twice");
+        assert_eq!(s.list_rooms(NOW).await.unwrap().len(), 1, "{n}");
+    }
+}
+
+/// Tokens: insert, find by hash, list, revoke, purge; members and presence.
+#[tokio::test]
+async fn tokens_and_presence() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let n = b.name;
+        s.create_room(&room("lobby"), NOW).await.unwrap();
+        let id = s
+            .insert_token(&token("h1", "alice", "lobby"), NOW)
+            .await
+            .unwrap();
+        s.insert_token(&token("h2", "bob", "lobby"), NOW)
+            .await
+            .unwrap();
+        let t = s.token_by_hash("h1").await.unwrap().unwrap();
+        assert_eq!(
+            (t.id, t.agent.as_str(), t.created_ts),
+            (id, "alice", NOW),
+            "{n}"
+        );
+        assert_eq!(t.skills, ["rust"], "{n}");
+        assert!(s.token_by_hash("nope").await.unwrap().is_none(), "{n}");
+        s.save_presence(&[("lobby".into(), "alice".into(), NOW + 5)])
+            .await
+            .unwrap();
+        let members = s.members("lobby").await.unwrap();
+        assert_eq!(members.len(), 2, "{n}");
+        assert_eq!(members[0].agent, "alice", "{n}");
+        assert_eq!(members[0].last_seen, Some(NOW + 5), "{n}");
+        let listed = s.list_tokens().await.unwrap();
+        assert_eq!(listed.len(), 2, "{n}");
+        assert_eq!(listed[0].last_seen, Some(NOW + 5), "{n}");
+        assert_eq!(s.revoke_agent("bob", NOW + 10).await.unwrap(), 1, "{n}");
+        assert_eq!(s.revoke_agent("bob", NOW + 11).await.unwrap(), 0, "{n}");
+        assert_eq!(s.members("lobby").await.unwrap().len(), 1, "{n}");
+        assert_eq!(s.purge_tokens(NOW + 9).await.unwrap(), 0, "{n}");
+        assert_eq!(s.purge_tokens(NOW + 10).await.unwrap(), 1, "{n}");
+        assert!(s.token_by_hash("h2").await.unwrap().is_none(), "{n}");
+    }
+}
+
+/// Chat, events and cursors: a message writes its event, mentions and audit
+/// row; cursors advance only when asked.
+#[tokio::test]
+async fn chat_events_and_cursors() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let n = b.name;
+        s.create_room(&room("lobby"), NOW).await.unwrap();
+        let before = s.audit_count().await.unwrap();
+        let record = message_record(
+            Record::new("alice", Some("post_message"), NOW),
+            "hi @bob",
+            None,
+        );
+        let (m, e) = s
+            .post_message("lobby", "hi @bob", None, record)
+            .await
+            .unwrap();
+        assert_eq!(
+            (m.author.as_str(), m.ts, m.body.as_str()),
+            ("alice", NOW, "hi @bob")
+        );
+        assert_eq!(e.kind, "message", "{n}");
+        assert_eq!(e.message_id, Some(m.id), "{n}");
+        assert_eq!(e.actor, "alice", "{n}");
+        assert_eq!(e.detail["mentions"], json!(["bob"]), "{n}");
+        assert_eq!(s.audit_count().await.unwrap(), before + 1, "{n}: audited");
+        let reply = message_record(Record::new("bob", None, NOW + 1), "yes", Some(m.id));
+        let (r, _) = s
+            .post_message("lobby", "yes", Some(m.id), reply)
+            .await
+            .unwrap();
+        assert_eq!(r.reply_to, Some(m.id), "{n}");
+        assert_eq!(
+            s.audit_count().await.unwrap(),
+            before + 1,
+            "{n}: no tool, no row"
+        );
+        let read = s.read_messages("lobby", 0, 10).await.unwrap();
+        assert_eq!(read.iter().map(|m| m.id).collect::<Vec<_>>(), [m.id, r.id]);
+        assert_eq!(s.read_messages("lobby", m.id, 10).await.unwrap().len(), 1);
+        assert_eq!(
+            s.message_room(m.id).await.unwrap().as_deref(),
+            Some("lobby")
+        );
+        assert_eq!(s.latest_message_id("lobby").await.unwrap(), r.id, "{n}");
+        let mentions = s.my_mentions("lobby", "bob", 0, 10).await.unwrap();
+        assert_eq!(mentions.len(), 1, "{n}");
+        assert_eq!(mentions[0].message_id, Some(m.id), "{n}");
+        // Events, filtered.
+        let all = s
+            .read_events(
+                "lobby",
+                &EventFilter {
+                    since_id: 0,
+                    limit: 10,
+                    kind: None,
+                    task_id: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 2, "{n}");
+        let latest = s.latest_event_id("lobby").await.unwrap();
+        assert_eq!(latest, all[1].id, "{n}");
+        let none = s
+            .read_events(
+                "lobby",
+                &EventFilter {
+                    since_id: 0,
+                    limit: 10,
+                    kind: Some("task_created".into()),
+                    task_id: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(none.is_empty(), "{n}");
+        // Cursors: a peek leaves it; an advance moves it past the page.
+        assert_eq!(
+            s.peer_event_after_cursor("lobby", "alice").await.unwrap(),
+            Some(all[1].id)
+        );
+        let peek = s
+            .events_after_cursor("lobby", "alice", 10, false, true)
+            .await
+            .unwrap();
+        assert!(peek.first_look, "{n}");
+        assert_eq!(peek.events.len(), 1, "{n}: own events skipped");
+        assert_eq!(s.cursor("lobby", "alice").await.unwrap(), 0, "{n}");
+        let page = s
+            .events_after_cursor("lobby", "alice", 1, true, false)
+            .await
+            .unwrap();
+        assert_eq!((page.events.len(), page.remaining), (1, 1), "{n}");
+        assert_eq!(s.cursor("lobby", "alice").await.unwrap(), all[0].id, "{n}");
+        let page = s
+            .events_after_cursor("lobby", "alice", 10, true, false)
+            .await
+            .unwrap();
+        assert!(!page.first_look, "{n}");
+        assert_eq!((page.since, page.remaining), (all[0].id, 0), "{n}");
+        assert_eq!(
+            s.peer_event_after_cursor("lobby", "alice").await.unwrap(),
+            None
+        );
+        assert_eq!(s.cursor("lobby", "alice").await.unwrap(), latest, "{n}");
+        // Search finds the message by a word of it.
+        let hits = s.search("lobby", &["hi".into()], 10).await.unwrap();
+        assert_eq!(hits.len(), 1, "{n}");
+        assert_eq!(hits[0].message_id, Some(m.id), "{n}");
+    }
+}
+
+/// Audit rows and the admin log.
+#[tokio::test]
+async fn audit_and_admin_log() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let n = b.name;
+        let before = s.audit_count().await.unwrap();
+        let row = AuditRow {
+            ts: NOW,
+            agent: "alice".into(),
+            room: Some("lobby".into()),
+            tool: "read_messages".into(),
+            task_id: None,
+            outcome: "ok".into(),
+        };
+        s.insert_audit(&[row.clone(), row]).await.unwrap();
+        s.insert_audit(&[]).await.unwrap();
+        assert_eq!(s.audit_count().await.unwrap(), before + 2, "{n}");
+        for action in ["first", "second"] {
+            s.insert_admin_log(&AdminLogEntry {
+                id: 0,
+                ts: NOW,
+                actor: "owner".into(),
+                address: "127.0.0.1".into(),
+                action: action.into(),
+                target: "lobby".into(),
+                flagged: false,
+            })
+            .await
+            .unwrap();
+        }
+        let log = s.admin_log(10).await.unwrap();
+        assert_eq!(
+            log.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
+            ["second", "first"],
+            "{n}: newest first"
+        );
+    }
+}
+
+/// The board: create with dependencies, a guarded change with a note and its
+/// mentions, a stale change that writes nothing, counts and leases.
+#[tokio::test]
+async fn board_round_trip() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let n = b.name;
+        s.create_room(&room("lobby"), NOW).await.unwrap();
+        let (dep, events) = s
+            .create_task("lobby", &new_task("dep", vec![]), created(NOW))
+            .await
+            .unwrap();
+        assert_eq!(events.len(), 1, "{n}");
+        assert_eq!(
+            events[0].task_id,
+            Some(dep.id),
+            "{n}: the new id is stamped"
+        );
+        assert_eq!(dep.created_ts, NOW, "{n}");
+        let (task, _) = s
+            .create_task("lobby", &new_task("main", vec![dep.id]), created(NOW))
+            .await
+            .unwrap();
+        assert_eq!(task.depends_on, [dep.id], "{n}");
+        assert_eq!(task.blocked_by_unfinished, [dep.id], "{n}");
+        assert_eq!(
+            s.get_task("lobby", task.id).await.unwrap().as_ref(),
+            Some(&task)
+        );
+        assert!(
+            s.get_task("elsewhere", task.id).await.unwrap().is_none(),
+            "{n}"
+        );
+        // A change with a note: the note, its mention and its id in the event.
+        let c = change(
+            &task,
+            Status::InProgress,
+            "alice",
+            Some("ping @carol"),
+            NOW + 1,
+        );
+        let (moved, events) = s
+            .apply_task_change("lobby", task.id, c)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (moved.status, moved.version),
+            (Status::InProgress, 2),
+            "{n}"
+        );
+        assert_eq!(moved.updated_ts, NOW + 1, "{n}");
+        let kinds: Vec<_> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["task_updated", "note_added"], "{n}");
+        let notes = s.notes(task.id).await.unwrap();
+        assert_eq!(notes.len(), 1, "{n}");
+        assert_eq!(events[1].detail["note_id"], notes[0].id, "{n}");
+        let mentions = s.my_mentions("lobby", "carol", 0, 10).await.unwrap();
+        assert_eq!(mentions.len(), 1, "{n}");
+        assert_eq!(
+            (mentions[0].note_id, mentions[0].task_id),
+            (Some(notes[0].id), Some(task.id)),
+            "{n}"
+        );
+        // Decided on the old version: nothing is written.
+        let stale = change(&task, Status::Blocked, "bob", None, NOW + 2);
+        assert!(
+            s.apply_task_change("lobby", task.id, stale)
+                .await
+                .unwrap()
+                .is_none(),
+            "{n}"
+        );
+        assert_eq!(s.notes(task.id).await.unwrap().len(), 1, "{n}");
+        let counts = s.task_counts("lobby").await.unwrap();
+        assert_eq!((counts.pending, counts.in_progress), (1, 1), "{n}");
+        let open = s
+            .list_tasks(
+                "lobby",
+                &TaskQuery {
+                    statuses: vec![Status::InProgress],
+                    assignee: None,
+                    limit: 10,
+                    before_id: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            open.iter().map(|t| t.id).collect::<Vec<_>>(),
+            [task.id],
+            "{n}"
+        );
+        // A lease that lapses at NOW + 100 is found from then on, not before.
+        let mut leased = change(&moved, Status::InProgress, "alice", None, NOW + 3);
+        leased.lease_seconds = Some(1);
+        leased.lease_expires_ts = Some(NOW + 100);
+        s.apply_task_change("lobby", task.id, leased)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(s.lapsed_leases(NOW + 99).await.unwrap().is_empty(), "{n}");
+        assert_eq!(
+            s.lapsed_leases(NOW + 100).await.unwrap(),
+            [("lobby".to_owned(), task.id)],
+            "{n}"
+        );
+        let hits = s.search("lobby", &["main".into()], 10).await.unwrap();
+        assert_eq!(hits[0].task_id, Some(task.id), "{n}");
+    }
+}
+
+/// Files: put, read, list, expiry as of `now`, delete with its event.
+#[tokio::test]
+async fn files_round_trip() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let n = b.name;
+        s.create_room(&room("lobby"), NOW).await.unwrap();
+        let file = NewFile {
+            name: "a.txt".into(),
+            mime: "text/plain".into(),
+            content: b"hello".to_vec(),
+            sha256: "x".into(),
+            expires_at: Some(NOW + 1000),
+            task_id: None,
+        };
+        let record = Record::new("alice", Some("put_file"), NOW).event(
+            EventKind::FileAdded,
+            None,
+            None,
+            json!({"name": "a.txt"}),
+        );
+        let (meta, event) = s.put_file("lobby", &file, record).await.unwrap();
+        assert_eq!(
+            (meta.author.as_str(), meta.ts, meta.size),
+            ("alice", NOW, 5),
+            "{n}"
+        );
+        assert_eq!(
+            event.detail["file_id"], meta.file_id,
+            "{n}: the new id is stamped"
+        );
+        let (got, bytes) = s
+            .get_file("lobby", meta.file_id, NOW)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (got.name.as_str(), bytes.as_slice()),
+            ("a.txt", &b"hello"[..]),
+            "{n}"
+        );
+        assert!(
+            s.file_meta("lobby", meta.file_id, NOW)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            s.file_meta("lobby", meta.file_id, NOW + 1000)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            s.list_files("lobby", 10, NOW).await.unwrap().len(),
+            1,
+            "{n}"
+        );
+        assert!(
+            s.list_files("lobby", 10, NOW + 1000)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{n}"
+        );
+        let record = Record::new("alice", Some("delete_file"), NOW).event(
+            EventKind::FileDeleted,
+            None,
+            None,
+            json!({"file_id": meta.file_id}),
+        );
+        let event = s
+            .delete_file("lobby", meta.file_id, record.clone())
+            .await
+            .unwrap();
+        assert_eq!(event.map(|e| e.kind), Some("file_deleted".into()), "{n}");
+        assert!(
+            s.delete_file("lobby", meta.file_id, record)
+                .await
+                .unwrap()
+                .is_none(),
+            "{n}"
+        );
+        assert!(
+            s.get_file("lobby", meta.file_id, NOW)
+                .await
+                .unwrap()
+                .is_none(),
+            "{n}"
+        );
+    }
+}
+
+/// Copying an instance: dump, load elsewhere, counts, id floors; backups.
+#[tokio::test]
+async fn copy_and_backup() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let n = b.name;
+        s.create_room(&room("lobby"), NOW).await.unwrap();
+        let record = message_record(Record::new("alice", None, NOW), "one", None);
+        let (m, _) = s.post_message("lobby", "one", None, record).await.unwrap();
+        let rows = s.dump_table("messages", 0, 10).await.unwrap();
+        assert_eq!(rows.len(), 1, "{n}");
+        assert_eq!(rows[0]["body"], "one", "{n}");
+        assert_eq!(s.count_rows("messages").await.unwrap(), 1, "{n}");
+        assert!(s.id_high_water("messages").await.unwrap() >= m.id, "{n}");
+        assert!(s.dump_table("no_such_table", 0, 10).await.is_err(), "{n}");
+        // Loaded into a fresh store of the same backend, with the ids kept.
+        let copy = match b.name {
+            "sqlite" => {
+                let url = format!("sqlite://{}", b.dir.path().join("copy.db").display());
+                (db::open(&url).await.unwrap(), None)
+            }
+            _ => {
+                let pg = PgDatabase::create(&pg_server().unwrap()).await;
+                (db::open(&pg.url).await.unwrap(), Some(pg))
+            }
+        };
+        let c = copy.0.as_ref();
+        c.load_rows("rooms", &s.dump_table("rooms", 0, 10).await.unwrap())
+            .await
+            .unwrap();
+        c.load_rows("messages", &rows).await.unwrap();
+        c.set_id_floor("messages", 1000).await.unwrap();
+        assert_eq!(
+            c.read_messages("lobby", 0, 10).await.unwrap()[0].id,
+            m.id,
+            "{n}"
+        );
+        let next = message_record(Record::new("alice", None, NOW), "two", None);
+        let (m2, _) = c.post_message("lobby", "two", None, next).await.unwrap();
+        assert!(m2.id > 1000, "{n}: ids continue after the floor");
+        // Backup: SQLite writes a copy; PostgreSQL names its own tool.
+        let path = b.dir.path().join("backup.db");
+        let backed = s.backup(path.to_str().unwrap()).await;
+        match b.name {
+            "sqlite" => {
+                backed.unwrap();
+                assert!(path.exists());
+            }
+            _ => assert!(backed.unwrap_err().to_string().contains("pg_dump")),
+        }
+        // A relay starts (and on SQLite has nothing to do) until shut down.
+        let shutdown = CancellationToken::new();
+        s.start_relay(chatroom::domain::EventBus::new(), shutdown.clone())
+            .await
+            .unwrap();
+        shutdown.cancel();
+    }
+}
+
+/// A lease lapses on the domain's clock: moved by hand, no sleeping. Before
+/// it runs out the holder keeps the task; after, a read returns it to
+/// pending with a `task_lease_expired` event by the server.
+#[tokio::test]
+async fn lease_lapses_on_the_injected_clock() {
+    for b in backends().await {
+        let n = b.name;
+        let clock = Clock::manual(NOW);
+        let settings = Settings {
+            max_wait: Duration::from_secs(5),
+            max_file_bytes: 1024,
+        };
+        let core = Core::new(b.store.clone(), settings, CancellationToken::new())
+            .with_clock(clock.clone());
+        rooms::create(b.store.as_ref(), "lobby", RoomInfo::default())
+            .await
+            .unwrap();
+        let grant = Grant {
+            agent: "alice".into(),
+            room: "lobby".into(),
+            ..Grant::default()
+        };
+        let (secret, _) = tokens::mint(b.store.as_ref(), grant).await.unwrap();
+        let caller = tokens::verify(b.store.as_ref(), secret.expose())
+            .await
+            .unwrap()
+            .unwrap();
+        let call = Call::new(caller, "claim_task");
+        let task = core
+            .create_task(
+                &call,
+                None,
+                chatroom::domain::board::CreateTask {
+                    title: "leased".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        core.claim_task(&call, None, task.id, Some(60))
+            .await
+            .unwrap();
+        let (held, _) = core.get_task(&call, None, task.id).await.unwrap();
+        assert_eq!(held.lease_expires_ts, Some(NOW + 60_000), "{n}");
+        clock.advance(Duration::from_secs(59));
+        assert_eq!(core.sweep_leases().await.unwrap(), 0, "{n}: not yet");
+        // A note by the holder renews the lease from the clock's now.
+        let (renewed, _) = core
+            .add_note(&call, None, task.id, "working")
+            .await
+            .unwrap();
+        assert_eq!(renewed.lease_expires_ts, Some(NOW + 119_000), "{n}");
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(core.sweep_leases().await.unwrap(), 1, "{n}");
+        let (back, _) = core.get_task(&call, None, task.id).await.unwrap();
+        assert_eq!((back.status, back.assignee), (Status::Pending, None), "{n}");
+        let events = b
+            .store
+            .read_events(
+                "lobby",
+                &EventFilter {
+                    since_id: 0,
+                    limit: 10,
+                    kind: Some("task_lease_expired".into()),
+                    task_id: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(events.len(), 1, "{n}");
+        assert_eq!(events[0].actor, SERVER_ACTOR, "{n}");
+        assert_eq!(events[0].ts, NOW + 119_000, "{n}: the clock's time");
+        assert_eq!(events[0].detail["previous_assignee"], "alice", "{n}");
+    }
+}
+
+/// The wait clamp is the domain's: 45 s by default, never past `max_wait`.
+#[test]
+fn wait_timeout_is_clamped_by_the_domain() {
+    let settings = Settings {
+        max_wait: Duration::from_secs(30),
+        max_file_bytes: 1,
+    };
+    assert_eq!(settings.wait_timeout(None), Duration::from_secs(30));
+    assert_eq!(
+        settings.wait_timeout(Some(f64::NAN)),
+        Duration::from_secs(30)
+    );
+    assert_eq!(settings.wait_timeout(Some(-1.0)), Duration::ZERO);
+    assert_eq!(
+        settings.wait_timeout(Some(2.5)),
+        Duration::from_millis(2500)
+    );
+    assert_eq!(settings.wait_timeout(Some(1e9)), Duration::from_secs(30));
+}
