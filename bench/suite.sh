@@ -13,7 +13,7 @@ port=${CHATROOM_BENCH_PORT:-18080}
 work=$(mktemp -d)
 trap 'kill "${pid:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$out"
-export CHATROOM_DB=$work/bench.db CHATROOM_RATE_LIMIT_PER_MINUTE=0 \
+export CHATROOM_DB=$work/bench.db CHATROOM_RATE_LIMIT_PER_MINUTE=0 CHATROOM_MAX_STREAMS_PER_TOKEN=0 \
   CHATROOM_LISTEN=127.0.0.1:$port CHATROOM_LOG=warn
 
 start() {

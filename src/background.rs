@@ -1,5 +1,5 @@
 //! The server's background work, started and stopped in one place: the
-//! ticking loops (presence flush, lease sweep, pruning), the batch writer of
+//! ticking loops (presence flush, lease sweep, revocation watch, pruning), the batch writer of
 //! audit rows and the MQTT bridge. Every task is tracked, so the drain at
 //! shutdown waits for each one instead of leaving it to the runtime.
 
@@ -59,6 +59,19 @@ impl Background {
                 }
             }
         });
+        // Revoked tokens: their open streams and parked waits end.
+        let (c, streams) = (core.clone(), state.streams.clone());
+        every(
+            &mut loops,
+            shutdown,
+            crate::auth::streams::REVOCATION_CHECK,
+            move || {
+                let (core, streams) = (c.clone(), streams.clone());
+                async move {
+                    crate::auth::streams::check_revocations(&streams, core.store.as_ref()).await
+                }
+            },
+        );
         // Retention and file expiry.
         if state.config.prune {
             let c = core.clone();

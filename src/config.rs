@@ -20,6 +20,11 @@ pub struct Config {
     pub allowed_hosts: Option<Vec<HostRule>>,
     pub allowed_origins: Vec<String>,
     pub trust_proxy: bool,
+    /// Direct peers whose forwarded-address headers `trust_proxy` believes.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Open SSE streams plus parked `wait_for_change` calls per token; `0`
+    /// disables the cap.
+    pub max_streams_per_token: usize,
     /// `0` disables the failed-auth throttle.
     pub auth_fail_limit: u32,
     pub auth_fail_window: Duration,
@@ -90,6 +95,8 @@ pub const VARIABLES: &[&str] = &[
     "CHATROOM_ALLOWED_ORIGINS",
     "CHATROOM_DNS_REBIND_PROTECTION",
     "CHATROOM_TRUST_PROXY",
+    "CHATROOM_TRUSTED_PROXIES",
+    "CHATROOM_MAX_STREAMS_PER_TOKEN",
     "CHATROOM_AUTH_FAIL_LIMIT",
     "CHATROOM_AUTH_FAIL_WINDOW",
     "CHATROOM_RATE_LIMIT_PER_MINUTE",
@@ -512,6 +519,17 @@ impl Config {
             }
         }
         let trust_proxy = r.switch("CHATROOM_TRUST_PROXY", false);
+        let trusted_proxies = r.parse("CHATROOM_TRUSTED_PROXIES", default_proxies(), |v| {
+            split_list(v)
+                .map(|c| {
+                    c.parse::<ipnet::IpNet>()
+                        .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                        .map_err(|_| format!("{c:?} is not a CIDR range such as 10.0.0.0/8"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        });
+        let max_streams_per_token =
+            r.number("CHATROOM_MAX_STREAMS_PER_TOKEN", 8usize, 0, 1_000_000);
         let auth_fail_limit = r.number("CHATROOM_AUTH_FAIL_LIMIT", 20u32, 0, 1_000_000);
         let auth_fail_window = r.number("CHATROOM_AUTH_FAIL_WINDOW", 300u64, 1, 86_400);
         let rate_limit_per_minute =
@@ -580,6 +598,8 @@ impl Config {
             allowed_hosts: rebind.then_some(hosts),
             allowed_origins,
             trust_proxy,
+            trusted_proxies,
+            max_streams_per_token,
             auth_fail_limit,
             auth_fail_window: Duration::from_secs(auth_fail_window),
             rate_limit_per_minute,
@@ -701,6 +721,22 @@ impl Config {
         vars.insert("CHATROOM_DB".to_string(), db_path.to_string());
         Config::from_map(&vars).expect("defaults are valid")
     }
+}
+
+/// The default `CHATROOM_TRUSTED_PROXIES`: loopback and the private ranges
+/// (a tunnel's connector on the same host or a private Docker network).
+fn default_proxies() -> Vec<ipnet::IpNet> {
+    [
+        "127.0.0.0/8",
+        "::1/128",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "fc00::/7",
+    ]
+    .iter()
+    .map(|c| c.parse().expect("a valid CIDR"))
+    .collect()
 }
 
 /// A URL with its password (anything before `@`) replaced by `***`.

@@ -1,25 +1,24 @@
 //! `launch(config, listener, shutdown)`: wires the state, serves every route
 //! behind its guards (the layers of [`auth::layers`](crate::auth::layers)
-//! and the body guard here), runs the [`Background`] work, and drains when
+//! and the body guard of [`auth::body`](crate::auth::body)), runs the [`Background`] work, and drains when
 //! `shutdown` is cancelled.
 
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::http::StatusCode;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
-use tracing::Instrument;
 
+use crate::auth::body::body_guard;
 use crate::auth::layers::{host_guard, origin_guard, require_token};
 use crate::background::Background;
 use crate::config::Config;
-use crate::error::{Error, http_error};
 
 // Where handlers took the state from before it had a file of its own.
 pub use crate::state::AppState;
@@ -130,97 +129,6 @@ async fn serve(
     open_tx.closed().await;
 }
 
-/// Bounds how a request body is read, on every route: a declared length over
-/// the limit is refused (`413`) before a byte of it is read, a body that grows
-/// past the limit is refused as soon as it does, and a body that has not
-/// arrived whole within `body_read_timeout` gets `408`, so a slow client
-/// cannot hold a request open by trickling its body. The handler then gets
-/// the body from memory. Only the request is bounded: a long-poll or a stream
-/// may answer for as long as it likes.
-async fn body_guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let limit = state.body_limit();
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return body_too_large();
-    }
-    let (parts, body) = req.into_parts();
-    let read = async {
-        let mut stream = body.into_data_stream();
-        let mut buf = Vec::with_capacity(declared.unwrap_or(0) as usize);
-        while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
-            let chunk = chunk.map_err(|_| None)?;
-            if buf.len() + chunk.len() > limit {
-                return Err(Some(body_too_large()));
-            }
-            buf.extend_from_slice(&chunk);
-        }
-        Ok(buf)
-    };
-    match tokio::time::timeout(state.config.body_read_timeout, read).await {
-        Ok(Ok(buf)) => {
-            let req = Request::from_parts(parts, axum::body::Body::from(buf));
-            let reads_only =
-                req.method() == axum::http::Method::GET || req.method() == axum::http::Method::HEAD;
-            // `/mcp` decides per tool (see `mcp::Chatroom::call_tool`).
-            if reads_only || req.uri().path().starts_with("/mcp") {
-                return next.run(req).await;
-            }
-            // A request that may change something runs to its end even if its
-            // client goes away meanwhile: a change once committed is always
-            // announced and audited, never cut off between commit and event.
-            tokio::spawn(next.run(req).in_current_span())
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::error!(error = %e, "a request failed to finish");
-                    http_error(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "internal",
-                        "the request failed; see the server log",
-                    )
-                })
-        }
-        Ok(Err(Some(too_large))) => too_large,
-        // The client went away or broke the framing mid-body.
-        Ok(Err(None)) => http_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_argument",
-            "the request body could not be read",
-        ),
-        Err(_) => {
-            tracing::info!(path = %parts.uri.path(), "a request body took too long to arrive");
-            close_after(http_error(
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                "the request body did not arrive in time; send it at once",
-            ))
-        }
-    }
-}
-
-fn body_too_large() -> Response {
-    close_after(
-        Error::TooLarge(
-            "the request body is over the limit (CHATROOM_MAX_FILE_BYTES, base64 included)".into(),
-        )
-        .into_response(),
-    )
-}
-
-/// Marks an answer given before the request body was read whole: the rest of
-/// the body is never read, so the connection cannot carry another request,
-/// and the client must not put it back in its pool.
-fn close_after(mut response: Response) -> Response {
-    response.headers_mut().insert(
-        header::CONNECTION,
-        header::HeaderValue::from_static("close"),
-    );
-    response
-}
-
 /// Hides the password of a database URL.
 fn redact_url(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -229,11 +137,13 @@ fn redact_url(url: &str) -> String {
     }
 }
 
-/// Every route, behind the Host check.
+/// Every route, behind the Host check; bodies are read only behind the
+/// token check of their route ([`body_guard`]).
 pub fn router(state: AppState) -> Router {
     let mcp = ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(state.clone(), origin_guard))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(middleware::from_fn_with_state(state.clone(), body_guard))
         .layer(middleware::from_fn(crate::mcp::map_transport_errors))
         .service(crate::mcp::service(state.clone()));
     Router::new()
@@ -241,7 +151,6 @@ pub fn router(state: AppState) -> Router {
         .nest_service("/mcp", mcp)
         .merge(crate::http::routes(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), crate::http::oauth::hint_unauthorized))
-        .layer(middleware::from_fn_with_state(state.clone(), body_guard))
         .layer(middleware::from_fn_with_state(state.clone(), host_guard))
         .layer(
             tower_http::trace::TraceLayer::new_for_http().make_span_with(

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::body::BodyBudget;
 use crate::auth::ratelimit::RateLimiter;
+use crate::auth::streams::Streams;
 use crate::auth::throttle::Throttle;
 use crate::config::Config;
 use crate::db;
@@ -22,6 +24,12 @@ pub struct AppState {
     pub rate: Arc<RateLimiter>,
     /// What the MQTT bridge reports (all zero while it is off).
     pub mqtt: Arc<crate::mqtt::Stats>,
+    /// The request body bytes all requests may hold at once.
+    pub bodies: Arc<BodyBudget>,
+    /// Open SSE streams and parked waits per token.
+    pub streams: Arc<Streams>,
+    /// Each room's `board` snapshot, shared by its SSE streams.
+    pub boards: Arc<crate::http::sse::Boards>,
     audit_tx: mpsc::UnboundedSender<AuditRow>,
 }
 
@@ -36,8 +44,14 @@ impl AppState {
 
     /// The request body limit: the file cap in base64 plus room for the rest.
     pub fn body_limit(&self) -> usize {
-        self.config.max_file_bytes.div_ceil(3) * 4 + 64 * 1024
+        body_limit(self.config.max_file_bytes)
     }
+}
+
+/// The request body limit of `/mcp` and `POST /v1/files`: a file of
+/// `max_file_bytes` in base64 plus room for the rest.
+fn body_limit(max_file_bytes: usize) -> usize {
+    max_file_bytes.div_ceil(3) * 4 + 64 * 1024
 }
 
 /// Opens the database named by `config` and builds the shared state, with
@@ -56,8 +70,12 @@ pub async fn state(
         shutdown,
     );
     let (audit_tx, audit_rx) = mpsc::unbounded_channel();
+    let bodies = Arc::new(BodyBudget::for_limit(body_limit(config.max_file_bytes)));
     Ok((
         AppState {
+            bodies,
+            streams: Arc::new(Streams::new(config.max_streams_per_token)),
+            boards: Arc::default(),
             core,
             throttle: Arc::new(Throttle::new(
                 config.auth_fail_limit,

@@ -139,6 +139,31 @@ async fn a_rejected_token_stops_it() {
     assert!(err.contains("401"), "{err}");
 }
 
+/// A watcher whose token is revoked by `chatroom admin revoke` (another
+/// process) stops, as it does for a refused token: the stream ends with the
+/// revocation and the watcher exits with an error naming it.
+#[tokio::test]
+async fn a_revoked_token_stops_it() {
+    let s = TestServer::start().await;
+    s.room("lobby").await;
+    let token = s.token("alice", "lobby").await;
+    let mut w = watch(&s.url, &token, &["--mode", "all"]).await;
+    let (code, _, err) =
+        common::run_cli(&["admin", "revoke", "--agent", "alice"], &s.cli_env()).await;
+    assert_eq!(code, 0, "{err}");
+    let status = tokio::time::timeout(Duration::from_secs(60), w.child.wait())
+        .await
+        .expect("watch exits after the revocation")
+        .unwrap();
+    assert!(!status.success());
+    let mut err = String::new();
+    while let Ok(Some(line)) = w.stderr.next_line().await {
+        err.push_str(&line);
+        err.push('\n');
+    }
+    assert!(err.contains("revoked"), "{err}");
+}
+
 /// When the server restarts the watcher reconnects and carries on, without
 /// missing what happened meanwhile.
 #[tokio::test]

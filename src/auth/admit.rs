@@ -3,9 +3,10 @@
 //! then the call, then the audit row of a call whose write did not carry
 //! its own in its transaction.
 
+use super::Caller;
 use crate::clock::now_ms;
-use crate::domain::Call;
 use crate::domain::model::AuditRow;
+use crate::domain::{Call, names};
 use crate::error::Error;
 use crate::state::AppState;
 
@@ -41,6 +42,42 @@ impl Meter {
     }
 }
 
+/// The room argument of a call, as far as its audit row cares.
+#[derive(Debug, Clone, Copy)]
+pub enum RoomArg<'a> {
+    /// No room named: the token's default room.
+    Default,
+    /// The room the caller sent, as it sent it.
+    Named(&'a str),
+    /// A room argument that is not even a string.
+    Malformed,
+}
+
+impl RoomArg<'_> {
+    /// A room given as an optional string (`?room=`, a path segment).
+    pub fn of(room: Option<&str>) -> RoomArg<'_> {
+        match room {
+            Some(r) if !r.trim().is_empty() => RoomArg::Named(r),
+            _ => RoomArg::Default,
+        }
+    }
+
+    /// The room an audit row records: the default room, or the named one
+    /// if it is a valid name the token may act in; nothing for a refused or
+    /// malformed one, which is never copied (an audit row stays small
+    /// whatever a caller sends).
+    pub fn recorded(self, caller: &Caller) -> Option<String> {
+        match self {
+            RoomArg::Default => Some(caller.room.clone()),
+            RoomArg::Named(r) => {
+                let r = r.trim();
+                (names::check_room(r).is_ok() && caller.granted(r)).then(|| r.to_owned())
+            }
+            RoomArg::Malformed => None,
+        }
+    }
+}
+
 /// What a surface answers a call with, as far as admission cares.
 pub trait Answer {
     /// The answer to a call refused before it ran.
@@ -64,12 +101,13 @@ impl<T> Answer for Result<T, Error> {
 }
 
 /// Runs `work` for `call` if `meter` allows it, then queues the audit row
-/// (in `room()`, about `task_id`) unless the call's own write carried one.
+/// (in `room`, what [`RoomArg::recorded`] gave, about `task_id`) unless the
+/// call's own write carried one. A refused call is recorded the same way.
 pub async fn admit<A: Answer>(
     state: &AppState,
     call: &Call,
     meter: Meter,
-    room: impl FnOnce() -> String,
+    room: Option<String>,
     task_id: Option<i64>,
     work: impl AsyncFnOnce() -> A,
 ) -> A {
@@ -83,7 +121,7 @@ pub async fn admit<A: Answer>(
         state.audit(AuditRow {
             ts: now_ms(),
             agent: call.agent.clone(),
-            room: Some(room()),
+            room,
             tool: call.tool.to_owned(),
             task_id,
             outcome,

@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::body::{close_after, has_body};
 use super::hosts::{host_allowed, origin_allowed};
 use crate::config::Config;
 use crate::domain::tokens;
@@ -30,14 +31,17 @@ pub async fn host_guard(State(state): State<AppState>, req: Request, next: Next)
             .or_else(|| req.uri().authority().map(|a| a.to_string()));
         if !host.as_deref().is_some_and(|h| host_allowed(rules, h)) {
             tracing::info!(host = ?host.as_deref().map(crate::domain::names::truncate_for_message), "refused a request for a Host outside the allowlist");
-            return http_error(
-                StatusCode::MISDIRECTED_REQUEST,
-                "misdirected_request",
-                &format!(
-                    "the Host {:?} is not allowed: add it to CHATROOM_ALLOWED_HOSTS in the server's .env (or environment) and restart it, or use a name already listed there",
-                    host.as_deref()
-                        .map(crate::domain::names::truncate_for_message)
-                        .unwrap_or_default()
+            return early(
+                &req,
+                http_error(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    "misdirected_request",
+                    &format!(
+                        "the Host {:?} is not allowed: add it to CHATROOM_ALLOWED_HOSTS in the server's .env (or environment) and restart it, or use a name already listed there",
+                        host.as_deref()
+                            .map(crate::domain::names::truncate_for_message)
+                            .unwrap_or_default()
+                    ),
                 ),
             );
         }
@@ -52,14 +56,28 @@ pub async fn origin_guard(State(state): State<AppState>, req: Request, next: Nex
             .to_str()
             .is_ok_and(|o| origin_allowed(&state.config.allowed_origins, o));
         if !allowed {
-            return http_error(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "this browser Origin is not allowed; add it to CHATROOM_ALLOWED_ORIGINS",
+            return early(
+                &req,
+                http_error(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "this browser Origin is not allowed; add it to CHATROOM_ALLOWED_ORIGINS",
+                ),
             );
         }
     }
     next.run(req).await
+}
+
+/// A refusal given before the body of `req` was read: with `Connection:
+/// close` when there is a body, which is never read (see
+/// [`close_after`]).
+fn early(req: &Request, response: Response) -> Response {
+    if has_body(req) {
+        close_after(response)
+    } else {
+        response
+    }
 }
 
 /// The bearer token from `Authorization`, if well-formed.
@@ -86,7 +104,7 @@ pub async fn require_token(
     let caller = match bearer(req.headers()) {
         Some(raw) => match tokens::verify(state.core.store.as_ref(), raw).await {
             Ok(c) => c,
-            Err(e) => return e.into_response(),
+            Err(e) => return early(&req, e.into_response()),
         },
         None => None,
     };
@@ -97,13 +115,16 @@ pub async fn require_token(
         }
         None => {
             if let Some(retry) = state.throttle.blocked(addr) {
-                return Error::RateLimited {
-                    message: format!(
-                        "too many failed credentials from this address; retry in {retry} s"
-                    ),
-                    retry_after_s: retry,
-                }
-                .into_response();
+                return early(
+                    &req,
+                    Error::RateLimited {
+                        message: format!(
+                            "too many failed credentials from this address; retry in {retry} s"
+                        ),
+                        retry_after_s: retry,
+                    }
+                    .into_response(),
+                );
             }
             state.throttle.record_failure(addr);
             let path = req
@@ -112,36 +133,58 @@ pub async fn require_token(
                 .map(|u| u.path().to_owned())
                 .unwrap_or_else(|| req.uri().path().to_owned());
             tracing::info!(%addr, %path, "refused a request without a valid token");
-            Error::Unauthorized(
-                "a valid bearer token is required (Authorization: Bearer cr_…)".into(),
+            early(
+                &req,
+                Error::Unauthorized(
+                    "a valid bearer token is required (Authorization: Bearer cr_…)".into(),
+                )
+                .into_response(),
             )
-            .into_response()
         }
     }
 }
 
-/// The client's address: the peer, or with `CHATROOM_TRUST_PROXY` the
-/// address the proxy reports.
+/// The client's address: the direct peer, or, with `CHATROOM_TRUST_PROXY`
+/// and a peer in `CHATROOM_TRUSTED_PROXIES`, the address that proxy reports
+/// (`CF-Connecting-IP`, `X-Real-IP`, else the right-most `X-Forwarded-For`
+/// entry that is not itself a trusted proxy: the entries left of it are
+/// whatever the client chose to send). A client reaching the port directly
+/// cannot forge its address this way.
 pub fn client_addr(config: &Config, headers: &HeaderMap, peer: Option<SocketAddr>) -> IpAddr {
-    if config.trust_proxy {
-        for name in ["cf-connecting-ip", "x-real-ip"] {
-            if let Some(ip) = headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse().ok())
-            {
-                return ip;
-            }
-        }
+    let direct = peer
+        .map(|p| p.ip().to_canonical())
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let trusted = |ip: &IpAddr| config.trusted_proxies.iter().any(|n| n.contains(ip));
+    if !config.trust_proxy || !trusted(&direct) {
+        return direct;
+    }
+    let parse = |v: &str| v.trim().parse::<IpAddr>().ok().map(|ip| ip.to_canonical());
+    for name in ["cf-connecting-ip", "x-real-ip"] {
         if let Some(ip) = headers
-            .get("x-forwarded-for")
+            .get(name)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-            .and_then(|v| v.trim().parse().ok())
+            .and_then(parse)
         {
             return ip;
         }
     }
-    peer.map(|p| p.ip())
-        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+    // Every X-Forwarded-For line in order, as one list; walk it from the
+    // right past the trusted proxies.
+    let forwarded: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .collect();
+    let mut client = direct;
+    for entry in forwarded.iter().rev() {
+        match parse(entry) {
+            Some(ip) if trusted(&ip) => client = ip,
+            Some(ip) => return ip,
+            // Garbage from here on left: the last trusted hop is as far as
+            // the chain can be believed.
+            None => break,
+        }
+    }
+    client
 }

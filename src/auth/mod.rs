@@ -4,10 +4,12 @@
 //! call then passes [`admit`](admit::admit) (rate limit, audit row).
 
 pub mod admit;
+pub mod body;
 pub mod caller;
 pub mod hosts;
 pub mod layers;
 pub mod ratelimit;
+pub mod streams;
 pub mod throttle;
 pub mod token;
 

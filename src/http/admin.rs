@@ -31,6 +31,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::auth::admit::RoomArg;
 use crate::auth::{Caller, Meter, admit, client_addr, require_token};
 use crate::clock::now_ms;
 use crate::domain::model::{AdminLogEntry, RoomInfo};
@@ -50,6 +51,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/v1/admin/tokens/revoke", post(revoke_tokens))
         .route("/v1/admin/tokens/purge", post(purge_tokens))
         .route("/v1/admin/connect", post(connect_app))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::body::body_guard,
+        ))
         .route_layer(middleware::from_fn(server_admin_only))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .route_layer(middleware::from_fn(scrub_errors));
@@ -606,7 +611,7 @@ async fn room_call<T>(
         state,
         call,
         Meter::Unmetered,
-        || room.to_owned(),
+        RoomArg::Named(room).recorded(&call.caller),
         None,
         work,
     )

@@ -89,6 +89,12 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/oauth/token", post(token))
         .route("/oauth/revoke", post(revoke))
         .route("/oauth/consent.css", get(consent_css))
+        // Public by design (no bearer to check first): bodies get the small
+        // limit, the deadline and the shared budget.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::body::body_guard,
+        ))
         .layer(Extension(oauth))
 }
 

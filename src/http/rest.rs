@@ -17,6 +17,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::auth::admit::RoomArg;
+use crate::auth::body::body_guard;
 use crate::auth::{Caller, Meter, admit, require_token};
 use crate::domain::Call;
 use crate::domain::model::RoomInfo;
@@ -45,6 +47,8 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/v1/files/{id}", get(download_file).delete(delete_file))
         .route("/v1/stream", get(super::sse::stream))
         .layer(DefaultBodyLimit::max(body_limit))
+        // The body is read only once the token is known (inner layer).
+        .route_layer(middleware::from_fn_with_state(state.clone(), body_guard))
         .route_layer(middleware::from_fn_with_state(state, require_token))
 }
 
@@ -91,11 +95,7 @@ impl Api {
         f: impl AsyncFnOnce(&Call) -> Result<T>,
     ) -> Result<T> {
         let call = Call::new(self.caller.clone(), route);
-        let room = || {
-            self.room
-                .clone()
-                .unwrap_or_else(|| self.caller.room.clone())
-        };
+        let room = RoomArg::of(self.room.as_deref()).recorded(&self.caller);
         admit(state, &call, Meter::Requests, room, task_id, async || {
             f(&call).await
         })

@@ -10,9 +10,15 @@
 //! replays only the last N of each. Replays come from the database, then the
 //! stream follows the in-process event bus (a lagging stream re-reads from
 //! the database). A keep-alive comment goes out every 15 s. Streams never
-//! move cursors, and all of them end when the server shuts down.
+//! move cursors, and all of them end when the server shuts down. A stream
+//! counts against its token's `CHATROOM_MAX_STREAMS_PER_TOKEN` (`429` past
+//! it) and ends with an `unauthorized` `error` event within a second of the
+//! token's revocation ([`auth::streams`](crate::auth::streams)). The
+//! `board` snapshot is built once per room and change ([`Boards`]).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -25,6 +31,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::auth::streams::Slot;
 use crate::domain::model::Status;
 use crate::domain::model::{Event, EventFilter, TaskQuery};
 use crate::domain::{Call, Core};
@@ -42,9 +49,33 @@ const PAGE: i64 = 500;
 const MAX_TAIL: i64 = 1000;
 /// How many closed tasks a `board` event carries besides the open ones.
 const CLOSED_SHOWN: i64 = 30;
-/// How often an open stream checks that its token still stands (a revoked
-/// token's streams end within this time).
-const RECHECK: Duration = Duration::from_secs(30);
+
+/// Each room's `board` snapshot, built once per change and shared by every
+/// stream of the room: with many streams open, a board change costs one
+/// read of the board and one serialization, not one per stream.
+#[derive(Default)]
+pub struct Boards {
+    rooms: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Snapshot>>>>>,
+}
+
+/// A built `board` event body, and the newest event of the room it shows.
+struct Snapshot {
+    as_of: i64,
+    data: Arc<str>,
+}
+
+impl Boards {
+    /// The room's slot; streams of one room build under its lock, so one
+    /// builds and the others take what it built.
+    fn slot(&self, room: &str) -> Arc<tokio::sync::Mutex<Option<Snapshot>>> {
+        let mut rooms = self.rooms.lock().expect("boards lock");
+        // Rooms no stream holds any more are dropped on the way.
+        if rooms.len() > 64 {
+            rooms.retain(|_, slot| Arc::strong_count(slot) > 1);
+        }
+        rooms.entry(room.to_owned()).or_default().clone()
+    }
+}
 
 #[derive(Deserialize)]
 pub struct StreamParams {
@@ -80,8 +111,9 @@ pub async fn stream(
     api: Api,
     Params(p): Params<StreamParams>,
 ) -> Result<Response> {
-    // Only the hash is kept, to re-check the token while the stream is open.
-    let token_hash = api.caller.token_hash.hex();
+    // A place among the token's streams (429 past the cap), which also
+    // ends the stream when the token is revoked.
+    let slot = s.streams.open(&api.caller)?;
     let after = parse_after(p.after.as_deref())?;
     let tail = p.tail.map(|t| t.clamp(1, MAX_TAIL));
     // Subscribe before anything is read, so an event landing in between is
@@ -96,8 +128,9 @@ pub async fn stream(
     let (tx, rx) = mpsc::channel(256);
     let feed = Feed {
         core: s.core.clone(),
+        boards: s.boards.clone(),
         call: Call::new(api.caller.clone(), "v1:stream"),
-        token_hash,
+        slot,
         room,
         bus,
         tx,
@@ -140,9 +173,10 @@ type Step<T = ()> = std::result::Result<T, Stop>;
 /// One stream's producer: replays, then follows the bus.
 struct Feed {
     core: Core,
+    boards: Arc<Boards>,
     call: Call,
-    /// SHA-256 of the stream's token, to notice a revocation.
-    token_hash: String,
+    /// The stream's place among its token's; signals a revocation.
+    slot: Slot,
     room: String,
     bus: broadcast::Receiver<std::sync::Arc<Event>>,
     tx: mpsc::Sender<SseEvent>,
@@ -161,8 +195,11 @@ struct Feed {
 impl Feed {
     async fn run(mut self, after: After, after_msg: Option<i64>, tail: Option<i64>) {
         let shutdown = self.core.shutdown.clone();
+        let revoked = self.slot.revoked_token();
         let outcome = tokio::select! {
             _ = shutdown.cancelled() => return,
+            // The revocation watcher noticed the token is revoked.
+            _ = revoked.cancelled() => Err(Stop::Fail(Slot::revoked_error())),
             outcome = self.serve(after, after_msg, tail) => outcome,
         };
         if let Err(Stop::Fail(e)) = outcome {
@@ -225,14 +262,9 @@ impl Feed {
         self.board_dirty = true;
         self.files_dirty = true;
         self.flush_snapshots().await?;
-        let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         loop {
             let received = tokio::select! {
                 _ = self.tx.closed() => return Err(Stop::Gone),
-                _ = recheck.tick() => {
-                    self.recheck_token().await?;
-                    continue;
-                }
                 r = self.bus.recv() => r,
             };
             match received {
@@ -250,26 +282,6 @@ impl Feed {
                 }
             }
             self.flush_snapshots().await?;
-        }
-    }
-
-    /// Ends the stream once its token is revoked.
-    async fn recheck_token(&self) -> Step {
-        let valid = self
-            .core
-            .store
-            .token_by_hash(&self.token_hash)
-            .await?
-            .is_some_and(|t| t.revoked_ts.is_none())
-            || crate::domain::oauth::access_by_hash(self.core.store.as_ref(), &self.token_hash)
-                .await?
-                .is_some();
-        if valid {
-            Ok(())
-        } else {
-            Err(Stop::Fail(Error::Unauthorized(
-                "this token was revoked; the stream ends".into(),
-            )))
         }
     }
 
@@ -355,8 +367,8 @@ impl Feed {
     /// Sends `board` and `files` if something changed them.
     async fn flush_snapshots(&mut self) -> Step {
         if std::mem::take(&mut self.board_dirty) {
-            let board = self.board().await?;
-            self.send("board", None, board).await?;
+            let board = self.shared_board().await?;
+            self.send_text("board", &board).await?;
         }
         if std::mem::take(&mut self.files_dirty) {
             let (_, files) = self
@@ -367,6 +379,27 @@ impl Feed {
             self.send("files", None, body).await?;
         }
         Ok(())
+    }
+
+    /// The room's board as of at least the newest event this stream has
+    /// delivered: the shared snapshot when it is that fresh, else built now
+    /// (once, for every stream of the room waiting on it).
+    async fn shared_board(&self) -> Result<Arc<str>> {
+        let slot = self.boards.slot(&self.room);
+        let mut snapshot = slot.lock().await;
+        if let Some(s) = snapshot.as_ref()
+            && s.as_of >= self.delivered
+        {
+            return Ok(s.data.clone());
+        }
+        // Read before the board, so the board shows at least this event.
+        let as_of = self.core.store.latest_event_id(&self.room).await?;
+        let data: Arc<str> = self.board().await?.to_string().into();
+        *snapshot = Some(Snapshot {
+            as_of,
+            data: data.clone(),
+        });
+        Ok(data)
     }
 
     /// Open tasks (through the domain, so lapsed leases are applied), and
@@ -397,6 +430,12 @@ impl Feed {
             )
             .await?;
         Ok(json!({"room": self.room, "count": tasks.len(), "tasks": tasks, "closed": closed}))
+    }
+
+    /// Sends an event whose data is already serialized.
+    async fn send_text(&self, name: &str, data: &str) -> Step {
+        let event = SseEvent::default().event(name).data(data);
+        self.tx.send(event).await.map_err(|_| Stop::Gone)
     }
 
     async fn send(&self, name: &str, id: Option<i64>, data: Value) -> Step {

@@ -23,7 +23,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::auth::Caller;
-use crate::auth::admit::{Answer, Meter, admit};
+use crate::auth::admit::{Answer, Meter, RoomArg, admit};
 use crate::domain::Call;
 use crate::error::Error;
 use crate::state::AppState;
@@ -156,18 +156,19 @@ impl Chatroom {
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.as_ref();
         let task_id = args.and_then(|a| a.get("task_id")).and_then(|v| v.as_i64());
-        let room = args
-            .and_then(|a| a.get("room"))
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
-            .unwrap_or_else(|| caller.room.clone());
+        let room = match args.and_then(|a| a.get("room")) {
+            None | Some(serde_json::Value::Null) => RoomArg::Default,
+            Some(serde_json::Value::String(r)) => RoomArg::of(Some(r)),
+            Some(_) => RoomArg::Malformed,
+        }
+        .recorded(&caller);
         let call = Arc::new(Call::new(caller, tool));
         let for_tools = call.clone();
         admit(
             &self.state,
             &call,
             Meter::Tools,
-            move || room,
+            room,
             task_id,
             async move || {
                 context.extensions.insert(for_tools);

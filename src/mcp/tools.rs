@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::Chatroom;
 use super::args::*;
+use crate::auth::streams::{self, Slot};
 use crate::domain::board::{self, Outcome};
 use crate::domain::model::Status;
 use crate::domain::model::{EventFilter, RoomInfo};
@@ -253,11 +254,25 @@ impl Chatroom {
         } else {
             timeout.clamp(0.0, max)
         };
-        let (room, outcome) = self
-            .state
-            .core
-            .wait_for_change(&call, a.room.as_deref(), Duration::from_secs_f64(timeout))
-            .await?;
+        // Counts against the token's streams, and ends when it is revoked:
+        // a cap past it is `rate_limited` (the tool-error form of 429).
+        let slot = self.state.streams.open(&call.caller)?;
+        let wait = self.state.core.wait_for_change(
+            &call,
+            a.room.as_deref(),
+            Duration::from_secs_f64(timeout),
+        );
+        let (room, outcome) = tokio::select! {
+            outcome = wait => outcome?,
+            _ = slot.revoked() => return Err(Slot::revoked_error()),
+        };
+        // An event may land between a revocation and the watcher noticing
+        // it: a wait that found one confirms its token before telling.
+        if outcome.changed
+            && !streams::still_valid(self.state.core.store.as_ref(), &call.caller).await?
+        {
+            return Err(Slot::revoked_error());
+        }
         let waited = (outcome.waited.as_secs_f64() * 1000.0).round() / 1000.0;
         let mut reply = Reply::new(
             &call,

@@ -176,6 +176,11 @@ impl TestServer {
         TestServer::launch(None, None, |_| {}).await
     }
 
+    /// [`start_sqlite`](Self::start_sqlite), adjusted by `tweak`.
+    pub async fn start_sqlite_with(tweak: impl FnOnce(&mut Config)) -> TestServer {
+        TestServer::launch(None, None, tweak).await
+    }
+
     /// A server on an existing PostgreSQL database (left in place after it).
     pub async fn on_database(url: &str) -> TestServer {
         TestServer::launch(Some(url.to_owned()), None, |_| {}).await
@@ -200,6 +205,8 @@ impl TestServer {
             .into_owned();
         let mut config = Config::for_tests(&db_path);
         config.rate_limit_per_minute = 0;
+        // Load-shaped tests park many waits per token; the cap has its own tests.
+        config.max_streams_per_token = 0;
         config.auth_fail_limit = 0;
         config.database_url = database_url;
         tweak(&mut config);

@@ -1,0 +1,190 @@
+//! The open SSE streams and parked `wait_for_change` calls of each token:
+//! the cap on how many one token holds (`CHATROOM_MAX_STREAMS_PER_TOKEN`),
+//! and the one signal that ends all of them when the token is revoked.
+//!
+//! The revocation watcher ([`check_revocations`], run by the background
+//! loops) reads the token list once
+//! a second while anything is open (one query, however many streams), so a
+//! revocation is noticed whoever wrote it: this server's console, the admin
+//! CLI in another process on the same SQLite file, or another replica on
+//! the same PostgreSQL database.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::Caller;
+use crate::domain::store::Store;
+use crate::error::Error;
+
+/// How often the watcher looks for revoked tokens: a revoked token's
+/// streams and waits end within this time.
+pub const REVOCATION_CHECK: Duration = Duration::from_secs(1);
+
+/// The open streams and waits, per token id.
+pub struct Streams {
+    /// `0`: no cap.
+    max_per_token: usize,
+    open: Mutex<HashMap<i64, Entry>>,
+}
+
+struct Entry {
+    count: usize,
+    /// Cancelled when the token is found revoked.
+    revoked: CancellationToken,
+}
+
+/// One open stream or parked wait; gives its place back when dropped.
+pub struct Slot {
+    streams: Arc<Streams>,
+    token_id: i64,
+    revoked: CancellationToken,
+}
+
+impl Slot {
+    /// Resolves once the token of this slot is revoked.
+    pub async fn revoked(&self) {
+        self.revoked.cancelled().await
+    }
+
+    /// A token cancelled with the revocation, for a `select!` that must
+    /// not borrow the slot.
+    pub fn revoked_token(&self) -> CancellationToken {
+        self.revoked.clone()
+    }
+
+    /// The error a stream or wait ends with when its token is revoked.
+    pub fn revoked_error() -> Error {
+        Error::Unauthorized("this token was revoked; the stream or wait ends".into())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.streams.open.lock().expect("streams lock");
+        if let Some(entry) = open.get_mut(&self.token_id) {
+            entry.count -= 1;
+            if entry.count == 0 {
+                open.remove(&self.token_id);
+            }
+        }
+    }
+}
+
+impl Streams {
+    pub fn new(max_per_token: usize) -> Streams {
+        Streams {
+            max_per_token,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes a place for one more stream or wait of `caller`'s token;
+    /// `rate_limited` (429) when the token holds its cap already.
+    pub fn open(self: &Arc<Self>, caller: &Caller) -> Result<Slot, Error> {
+        let mut open = self.open.lock().expect("streams lock");
+        let entry = open.entry(caller.token_id).or_insert_with(|| Entry {
+            count: 0,
+            revoked: CancellationToken::new(),
+        });
+        if self.max_per_token > 0 && entry.count >= self.max_per_token {
+            return Err(Error::RateLimited {
+                message: format!(
+                    "this token holds {} open streams and waits already \
+                     (CHATROOM_MAX_STREAMS_PER_TOKEN); close one first",
+                    entry.count
+                ),
+                retry_after_s: 1,
+            });
+        }
+        entry.count += 1;
+        Ok(Slot {
+            streams: self.clone(),
+            token_id: caller.token_id,
+            revoked: entry.revoked.clone(),
+        })
+    }
+
+    /// The tokens with something open.
+    fn token_ids(&self) -> Vec<i64> {
+        self.open
+            .lock()
+            .expect("streams lock")
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Ends every stream and wait of the tokens in `ids`.
+    fn revoke(&self, ids: &[i64]) {
+        let open = self.open.lock().expect("streams lock");
+        for id in ids {
+            if let Some(entry) = open.get(id) {
+                entry.revoked.cancel();
+            }
+        }
+    }
+}
+
+/// One look for revoked tokens: every token with something open that the
+/// store no longer lists as valid (revoked, or purged; for an OAuth app,
+/// its grant revoked) is signalled.
+pub async fn check_revocations(streams: &Streams, store: &dyn Store) {
+    let open = streams.token_ids();
+    if open.is_empty() {
+        return;
+    }
+    let mut valid: HashSet<i64> = match store.list_tokens().await {
+        Ok(tokens) => tokens
+            .into_iter()
+            .filter(|t| t.revoked_ts.is_none())
+            .map(|t| t.id)
+            .collect(),
+        Err(e) => {
+            e.log_if_internal();
+            return;
+        }
+    };
+    // An OAuth app's caller carries its grant's id negated.
+    if open.iter().any(|id| *id < 0) {
+        match store.oauth_list_grants().await {
+            Ok(grants) => valid.extend(
+                grants
+                    .into_iter()
+                    .filter(|g| g.revoked_ts.is_none())
+                    .map(|g| -g.id),
+            ),
+            Err(e) => {
+                e.log_if_internal();
+                return;
+            }
+        }
+    }
+    let gone: Vec<i64> = open.into_iter().filter(|id| !valid.contains(id)).collect();
+    if !gone.is_empty() {
+        tracing::info!(
+            tokens = gone.len(),
+            "ending the streams and waits of revoked tokens"
+        );
+        streams.revoke(&gone);
+    }
+}
+
+/// Whether `caller`'s token still stands (not revoked, not purged): one
+/// lookup by hash, for a wait about to tell what it found.
+pub async fn still_valid(store: &dyn Store, caller: &Caller) -> Result<bool, Error> {
+    let hash = caller.token_hash.hex();
+    if caller.token_id < 0 {
+        // An OAuth access token: its grant must stand and it must not
+        // have expired.
+        return Ok(crate::domain::oauth::access_by_hash(store, &hash)
+            .await?
+            .is_some());
+    }
+    Ok(store
+        .token_by_hash(&hash)
+        .await?
+        .is_some_and(|t| t.revoked_ts.is_none()))
+}
