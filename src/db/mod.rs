@@ -175,9 +175,8 @@ pub const TABLES: &[Table] = {
                 ("message_id", Int),
                 ("note_id", Int),
                 ("task_id", Int),
-                ("author", Text),
                 ("ts", Int),
-                ("body", Text),
+                ("seq", Int),
             ],
         },
         Table {

@@ -228,7 +228,7 @@ async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Optio
 }
 
 /// Stores the rest of a write as the domain recorded it, in the write's
-/// transaction: the mention rows of `text` (the message or note written),
+/// transaction: the mention rows of the message or note written,
 /// the events (each announced to every replica), the audit row. `written`
 /// is what the main statement assigned. The caller holds the room's lock,
 /// so event ids come after every committed id of the room.
@@ -237,7 +237,6 @@ async fn store_record(
     room: &str,
     mut record: Record,
     written: &Written,
-    text: &str,
 ) -> Result<Vec<Event>> {
     record.stamp(written);
     let Record {
@@ -248,19 +247,22 @@ async fn store_record(
         audit_tool,
         task_id,
     } = record;
+    // A mention row points at its message or note. Its `seq` places it
+    // among the room's messages for `since_id`: a message's own id, or for
+    // a note the room's newest message id when the note was written.
     if !mentions.is_empty() {
         sqlx::query(
-            "INSERT INTO mentions (room, agent, message_id, note_id, task_id, author, ts, body) \
-             SELECT $1, a, $3, $4, $5, $6, $7, $8 FROM UNNEST($2::text[]) WITH ORDINALITY AS m(a, n) ORDER BY n",
+            "INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
+             SELECT $1, a, $3, $4, $5, $6, \
+                COALESCE($3, (SELECT MAX(id) FROM messages WHERE room = $1), 0) \
+             FROM UNNEST($2::text[]) WITH ORDINALITY AS m(a, n) ORDER BY n",
         )
         .bind(room)
         .bind(&mentions)
         .bind(written.message_id)
         .bind(written.note_id)
         .bind(task_id)
-        .bind(&actor)
         .bind(now)
-        .bind(text)
         .execute(&mut *conn)
         .await?;
     }
@@ -439,7 +441,7 @@ impl Store for PostgresStore {
         .map_err(text_error)?;
         let Some(row) = row else { return Ok(None) };
         let updated = room_from_row(&row);
-        let event = only(store_record(&mut tx, room, record, &Written::default(), "").await?)?;
+        let event = only(store_record(&mut tx, room, record, &Written::default()).await?)?;
         tx.commit().await?;
         Ok(Some((updated, event)))
     }
@@ -468,7 +470,7 @@ impl Store for PostgresStore {
             pruned: Some(pruned),
             ..Written::default()
         };
-        let event = only(store_record(&mut tx, room, record, &written, "").await?)?;
+        let event = only(store_record(&mut tx, room, record, &written).await?)?;
         tx.commit().await?;
         Ok(Some((event, pruned)))
     }
@@ -608,6 +610,16 @@ impl Store for PostgresStore {
             .collect())
     }
 
+    async fn room_agents(&self, room: &str) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT DISTINCT lower(t.agent) FROM tokens t \
+             WHERE t.revoked_ts IS NULL AND (t.room = $1 OR t.all_rooms OR $1 = ANY(t.also_rooms))",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()> {
         if seen.is_empty() {
             return Ok(());
@@ -667,7 +679,7 @@ impl Store for PostgresStore {
             message_id: Some(id),
             ..Written::default()
         };
-        let event = only(store_record(&mut tx, room, record, &written, body).await?)?;
+        let event = only(store_record(&mut tx, room, record, &written).await?)?;
         tx.commit().await?;
         Ok((message, event))
     }
@@ -939,7 +951,7 @@ impl Store for PostgresStore {
             task_id: Some(id),
             ..Written::default()
         };
-        let events = store_record(&mut tx, room, record, &written, "").await?;
+        let events = store_record(&mut tx, room, record, &written).await?;
         tx.commit().await?;
         Ok((task, events))
     }
@@ -1026,8 +1038,7 @@ impl Store for PostgresStore {
             .map_err(text_error)?;
             written.note_id = Some(note_id);
         }
-        let text = c.note.as_deref().unwrap_or_default();
-        let events = store_record(&mut tx, room, c.record, &written, text).await?;
+        let events = store_record(&mut tx, room, c.record, &written).await?;
         let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
             Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
         })?;
@@ -1071,7 +1082,11 @@ impl Store for PostgresStore {
         limit: i64,
     ) -> Result<Vec<Mention>> {
         let rows = sqlx::query(
-            "SELECT * FROM mentions WHERE room = $1 AND agent = $2 AND id > $3 ORDER BY id LIMIT $4",
+            "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
+                COALESCE(m.author, n.author) AS author, COALESCE(m.ts, n.ts) AS ts, COALESCE(m.body, n.body) AS body \
+             FROM mentions x LEFT JOIN messages m ON m.id = x.message_id LEFT JOIN notes n ON n.id = x.note_id \
+             WHERE x.room = $1 AND x.agent = $2 AND (x.seq > $3 OR $3 = 0) AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
+             ORDER BY x.seq, x.id LIMIT $4",
         )
         .bind(room)
         .bind(agent)
@@ -1082,7 +1097,7 @@ impl Store for PostgresStore {
         Ok(rows
             .iter()
             .map(|r| Mention {
-                id: r.get("id"),
+                seq: r.get("seq"),
                 message_id: r.get("message_id"),
                 note_id: r.get("note_id"),
                 task_id: r.get("task_id"),
@@ -1175,7 +1190,7 @@ impl Store for PostgresStore {
             file_id: Some(id),
             ..Written::default()
         };
-        let event = only(store_record(&mut tx, room, record, &written, "").await?)?;
+        let event = only(store_record(&mut tx, room, record, &written).await?)?;
         tx.commit().await?;
         Ok((meta, event))
     }
@@ -1228,7 +1243,7 @@ impl Store for PostgresStore {
         if done.rows_affected() == 0 {
             return Ok(None);
         }
-        let event = only(store_record(&mut tx, room, record, &Written::default(), "").await?)?;
+        let event = only(store_record(&mut tx, room, record, &Written::default()).await?)?;
         tx.commit().await?;
         Ok(Some(event))
     }
