@@ -1111,22 +1111,32 @@ impl Store for PostgresStore {
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>> {
         // The words are letters and digits only; `plainto_tsquery` ANDs them
         // and reads nothing in them as syntax. The query text is split by the
-        // same function as the indexed text (see the migration).
+        // same function as the indexed text, and ANDed with the lexeme of
+        // the room (see the migration 0004), so the index walks this room's
+        // rows only. The statement stops at the time limit.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(AssertSqlSafe(format!(
+            "SET LOCAL statement_timeout = {}",
+            limits::SEARCH_MILLIS
+        )))
+        .execute(&mut *tx)
+        .await?;
         let rows = sqlx::query(
             "WITH q AS (SELECT plainto_tsquery('simple', \
-                 regexp_replace($2, '[^[:alnum:]]+', ' ', 'g')) AS q), \
+                 regexp_replace($2, '[^[:alnum:]]+', ' ', 'g')) && room_search_query($1) AS rq, \
+                 plainto_tsquery('simple', regexp_replace($2, '[^[:alnum:]]+', ' ', 'g')) AS q), \
              hits AS ( \
                  SELECT 'message' AS kind, m.id AS id, NULL::bigint AS task_id, m.author, m.ts, m.body AS text, \
                      ts_rank(search_words(m.body), q.q) AS rank \
-                 FROM messages m, q WHERE m.room = $1 AND search_words(m.body) @@ q.q \
+                 FROM messages m, q WHERE m.room = $1 AND room_search_words(m.room, m.body) @@ q.rq \
                  UNION ALL \
                  SELECT 'task', t.id, t.id, t.created_by, t.created_ts, t.title || E'\\n' || t.body, \
                      ts_rank(search_words(t.title || E'\\n' || t.body), q.q) \
-                 FROM tasks t, q WHERE t.room = $1 AND search_words(t.title || E'\\n' || t.body) @@ q.q \
+                 FROM tasks t, q WHERE t.room = $1 AND room_search_words(t.room, t.title || E'\\n' || t.body) @@ q.rq \
                  UNION ALL \
                  SELECT 'note', n.id, n.task_id, n.author, n.ts, n.body, \
                      ts_rank(search_words(n.body), q.q) \
-                 FROM notes n, q WHERE n.room = $1 AND search_words(n.body) @@ q.q \
+                 FROM notes n, q WHERE n.room = $1 AND room_search_words(n.room, n.body) @@ q.rq \
                  ORDER BY rank DESC, id DESC LIMIT $3) \
              SELECT hits.kind, hits.id, hits.task_id, hits.author, hits.ts, \
                  ts_headline('simple', hits.text, q.q, \
@@ -1136,8 +1146,15 @@ impl Store for PostgresStore {
         .bind(room)
         .bind(words.join(" "))
         .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.code().as_deref() == Some("57014") => {
+                search_too_slow()
+            }
+            _ => e.into(),
+        })?;
+        tx.commit().await?;
         Ok(rows
             .iter()
             .map(|r| {

@@ -552,6 +552,32 @@ fn prune_room(c: &Connection, room: &str, cutoff: i64) -> Result<PruneCount> {
     })
 }
 
+/// Runs the search `f` on `c`, stopping it with a clear error once it has
+/// run for [`limits::SEARCH_MILLIS`] (SQLite's progress handler interrupts
+/// the statement), so no query holds a reader for long.
+fn within_search_time<T>(c: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    let deadline =
+        std::time::Instant::now() + std::time::Duration::from_millis(limits::SEARCH_MILLIS);
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stopped.clone();
+    c.progress_handler(
+        10_000,
+        Some(move || {
+            let late = std::time::Instant::now() >= deadline;
+            if late {
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            late
+        }),
+    )?;
+    let out = f(c);
+    c.progress_handler(0, None::<fn() -> bool>)?;
+    if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(search_too_slow());
+    }
+    out
+}
+
 /// An agent's mentions in a room after message `since_id`, with the body,
 /// author and time of the message or note each points at. A note sits at
 /// the room's newest message when it was written: `since_id` 7 leaves out
@@ -1345,22 +1371,30 @@ impl Store for SqliteStore {
 
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>> {
         // Each word is quoted as an FTS5 string, so nothing in a query is
-        // ever read as search syntax; the words must all appear.
-        let query = words
+        // ever read as search syntax; the words must all appear, in the
+        // body, in a row whose room key is the caller's room (see the
+        // migration 0004): the index walks that room's rows only.
+        let words = words
             .iter()
             .map(|w| format!("\"{}\"", w.replace('"', "")))
             .collect::<Vec<_>>()
             .join(" ");
+        let query = format!(
+            "room_key : \"r{}\" AND body : ({words})",
+            hex::encode_upper(room.as_bytes())
+        );
         let room = room.to_owned();
         // Full-text ranking grows with the room: off the async workers.
         self.read_blocking(move |c| {
-            let found = rows(
-                c,
-                "SELECT s.rowid AS rid, snippet(search_fts, 0, '[', ']', '…', 12) AS snippet \
-                 FROM search_fts s WHERE search_fts MATCH ?1 AND s.room = ?2 ORDER BY rank LIMIT ?3",
-                params![query, room, limit],
-                |r| Ok((r.get::<_, i64>("rid")?, r.get::<_, String>("snippet")?)),
-            )?;
+            let found = within_search_time(c, |c| {
+                rows(
+                    c,
+                    "SELECT s.rowid AS rid, snippet(search_fts, 0, '[', ']', '…', 12) AS snippet \
+                     FROM search_fts s WHERE search_fts MATCH ?1 AND s.room = ?2 ORDER BY rank LIMIT ?3",
+                    params![query, room, limit],
+                    |r| Ok((r.get::<_, i64>("rid")?, r.get::<_, String>("snippet")?)),
+                )
+            })?;
             let mut hits = Vec::with_capacity(found.len());
             for (rid, snippet) in found {
                 let (kind, id) = (rid % 4, rid / 4);
