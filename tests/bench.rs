@@ -91,3 +91,52 @@ async fn bad_token_fails_fast() {
     assert_ne!(code, 0);
     assert!(err.contains("whoami failed"), "{err}");
 }
+
+/// `search` fills the last token's room and searches from the first one's,
+/// without an error; with both tokens in one room it refuses to start.
+#[tokio::test]
+async fn search_scenario_runs_clean() {
+    let s = TestServer::start().await;
+    s.room("bench").await;
+    s.room("foreign").await;
+    let searcher = s.token("seeker", "bench").await;
+    let filler = s.token("filler", "foreign").await;
+    let run = |tokens: [String; 2]| {
+        let url = s.url.clone();
+        async move {
+            let mut args = vec![
+                "bench".to_owned(),
+                "--url".into(),
+                url,
+                "--scenario".into(),
+                "search".into(),
+                "--concurrency".into(),
+                "2".into(),
+                "--duration".into(),
+                "0.5".into(),
+                "--foreign".into(),
+                "50".into(),
+                "--no-baseline".into(),
+                "--json".into(),
+            ];
+            for t in tokens {
+                args.push("--token".into());
+                args.push(t);
+            }
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_cli(&argv, &HashMap::new()).await
+        }
+    };
+    let (code, out, err) = run([searcher.clone(), filler]).await;
+    assert_eq!(code, 0, "bench failed:\n{err}\n{out}");
+    let v: Value = serde_json::from_str(&out).expect("--json prints one object");
+    let r = &v["reports"][0];
+    assert_eq!(r["scenario"], "search", "{v}");
+    assert_eq!(r["errors"], 0, "{r}");
+    assert!(r["calls"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["extra"]["foreign_messages"], 50);
+    let same = s.token("other", "bench").await;
+    let (code, _, err) = run([searcher, same]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("different rooms"), "{err}");
+}

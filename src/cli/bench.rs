@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// that already holds many behaves (compare with a run without).
     #[arg(long, default_value_t = 0)]
     prefill: u64,
+    /// Messages with common words that `search` posts into the last
+    /// token's room (a room the first token cannot read) before measuring.
+    #[arg(long, default_value_t = 20_000)]
+    foreign: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -74,6 +78,10 @@ enum Scenario {
     CreateTask,
     /// Extra: `update_task` calls (a note each) on one task per client.
     UpdateTask,
+    /// Extra: `search` from the first token's room, which holds none of the
+    /// words, while the last token's room (another room) holds `--foreign`
+    /// messages full of them: what a search costs should not depend on it.
+    Search,
     All,
 }
 
@@ -372,6 +380,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 )
                 .await
             }
+            Scenario::Search => search(&agents, args.concurrency, duration, args.foreign).await?,
             Scenario::All | Scenario::Baseline => unreachable!(),
         };
         if let Some(b) = baseline
@@ -589,6 +598,84 @@ async fn prefill(agents: &[Agent], concurrency: usize, n: u64) -> anyhow::Result
     progress.abort();
     eprintln!();
     outcome
+}
+
+/// The words of the foreign room's messages, and of every search.
+const COMMON_WORDS: &str = "alpha bravo charlie delta echo foxtrot golf hotel";
+
+/// `search`: fills the last token's room with `foreign` messages of
+/// [`COMMON_WORDS`], then searches them from the first token's room, which
+/// must be another one (and should hold none of them): one word, then all
+/// eight, in turn.
+async fn search(
+    agents: &[Agent],
+    concurrency: usize,
+    duration: Duration,
+    foreign: u64,
+) -> anyhow::Result<Report> {
+    let (searcher, filler) = match agents {
+        [first, .., last] => (first.clone(), last.clone()),
+        _ => anyhow::bail!(
+            "search needs two tokens of different rooms: --token SEARCHER --token FOREIGN"
+        ),
+    };
+    let room_of = |a: Agent| async move {
+        a.call("whoami", json!({}))
+            .await
+            .map(|w| {
+                a.room
+                    .clone()
+                    .unwrap_or_else(|| w["room"].as_str().unwrap_or_default().to_owned())
+            })
+            .map_err(|e| anyhow::anyhow!("whoami: {e}"))
+    };
+    let (mine, theirs) = (
+        room_of(searcher.clone()).await?,
+        room_of(filler.clone()).await?,
+    );
+    if mine == theirs {
+        anyhow::bail!(
+            "search needs the first and the last token in different rooms (both are in {mine:?})"
+        );
+    }
+    let filler = Agent {
+        room: Some(theirs),
+        ..filler
+    };
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (agent, next) = (filler.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= foreign {
+                        return Ok::<(), String>(());
+                    }
+                    let body = format!("{COMMON_WORDS} {i}");
+                    agent.call_ok("post_message", json!({"body": body})).await?;
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await?
+            .map_err(|e| anyhow::anyhow!("filling the foreign room: {e}"))?;
+    }
+    eprintln!(
+        "search         {foreign} foreign messages in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    let one = [searcher];
+    let mut r = throughput("search", &one, concurrency, duration, |a, i| async move {
+        let query = if i % 2 == 0 { "alpha" } else { COMMON_WORDS };
+        a.call_ok("search", json!({"query": query, "limit": 20}))
+            .await
+    })
+    .await;
+    r.extra.insert("foreign_messages".into(), json!(foreign));
+    Ok(r)
 }
 
 async fn seed_messages(agent: &Agent, n: usize) -> anyhow::Result<()> {

@@ -18,9 +18,19 @@ pub mod sqlite;
 
 use std::sync::Arc;
 
+use crate::domain::limits;
 use crate::domain::model::*;
 use crate::domain::store::Store;
 use crate::error::Result;
+
+/// The answer to a search stopped at its time limit
+/// ([`limits::SEARCH_MILLIS`]), on either backend.
+fn search_too_slow() -> crate::error::Error {
+    crate::error::Error::invalid(format!(
+        "the search ran for {} ms and was stopped; search for rarer or more words",
+        limits::SEARCH_MILLIS
+    ))
+}
 
 /// The type of a column, for moving rows between backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,9 +185,8 @@ pub const TABLES: &[Table] = {
                 ("message_id", Int),
                 ("note_id", Int),
                 ("task_id", Int),
-                ("author", Text),
                 ("ts", Int),
-                ("body", Text),
+                ("seq", Int),
             ],
         },
         Table {

@@ -234,7 +234,7 @@ async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Optio
 }
 
 /// Stores the rest of a write as the domain recorded it, in the write's
-/// transaction: the mention rows of `text` (the message or note written),
+/// transaction: the mention rows of the message or note written,
 /// the events (each announced to every replica), the audit row. `written`
 /// is what the main statement assigned. The caller holds the room's lock,
 /// so event ids come after every committed id of the room.
@@ -243,7 +243,6 @@ async fn store_record(
     room: &str,
     mut record: Record,
     written: &Written,
-    text: &str,
 ) -> Result<Vec<Event>> {
     record.stamp(written);
     let Record {
@@ -254,19 +253,22 @@ async fn store_record(
         audit_tool,
         task_id,
     } = record;
+    // A mention row points at its message or note. Its `seq` places it
+    // among the room's messages for `since_id`: a message's own id, or for
+    // a note the room's newest message id when the note was written.
     if !mentions.is_empty() {
         sqlx::query(
-            "INSERT INTO mentions (room, agent, message_id, note_id, task_id, author, ts, body) \
-             SELECT $1, a, $3, $4, $5, $6, $7, $8 FROM UNNEST($2::text[]) WITH ORDINALITY AS m(a, n) ORDER BY n",
+            "INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
+             SELECT $1, a, $3, $4, $5, $6, \
+                COALESCE($3, (SELECT MAX(id) FROM messages WHERE room = $1), 0) \
+             FROM UNNEST($2::text[]) WITH ORDINALITY AS m(a, n) ORDER BY n",
         )
         .bind(room)
         .bind(&mentions)
         .bind(written.message_id)
         .bind(written.note_id)
         .bind(task_id)
-        .bind(&actor)
         .bind(now)
-        .bind(text)
         .execute(&mut *conn)
         .await?;
     }
@@ -445,7 +447,7 @@ impl Store for PostgresStore {
         .map_err(text_error)?;
         let Some(row) = row else { return Ok(None) };
         let updated = room_from_row(&row);
-        let event = only(store_record(&mut tx, room, record, &Written::default(), "").await?)?;
+        let event = only(store_record(&mut tx, room, record, &Written::default()).await?)?;
         tx.commit().await?;
         Ok(Some((updated, event)))
     }
@@ -474,7 +476,7 @@ impl Store for PostgresStore {
             pruned: Some(pruned),
             ..Written::default()
         };
-        let event = only(store_record(&mut tx, room, record, &written, "").await?)?;
+        let event = only(store_record(&mut tx, room, record, &written).await?)?;
         tx.commit().await?;
         Ok(Some((event, pruned)))
     }
@@ -614,6 +616,16 @@ impl Store for PostgresStore {
             .collect())
     }
 
+    async fn room_agents(&self, room: &str) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT DISTINCT lower(t.agent) FROM tokens t \
+             WHERE t.revoked_ts IS NULL AND (t.room = $1 OR t.all_rooms OR $1 = ANY(t.also_rooms))",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()> {
         if seen.is_empty() {
             return Ok(());
@@ -673,7 +685,7 @@ impl Store for PostgresStore {
             message_id: Some(id),
             ..Written::default()
         };
-        let event = only(store_record(&mut tx, room, record, &written, body).await?)?;
+        let event = only(store_record(&mut tx, room, record, &written).await?)?;
         tx.commit().await?;
         Ok((message, event))
     }
@@ -945,7 +957,7 @@ impl Store for PostgresStore {
             task_id: Some(id),
             ..Written::default()
         };
-        let events = store_record(&mut tx, room, record, &written, "").await?;
+        let events = store_record(&mut tx, room, record, &written).await?;
         tx.commit().await?;
         Ok((task, events))
     }
@@ -1032,8 +1044,7 @@ impl Store for PostgresStore {
             .map_err(text_error)?;
             written.note_id = Some(note_id);
         }
-        let text = c.note.as_deref().unwrap_or_default();
-        let events = store_record(&mut tx, room, c.record, &written, text).await?;
+        let events = store_record(&mut tx, room, c.record, &written).await?;
         let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
             Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
         })?;
@@ -1077,7 +1088,11 @@ impl Store for PostgresStore {
         limit: i64,
     ) -> Result<Vec<Mention>> {
         let rows = sqlx::query(
-            "SELECT * FROM mentions WHERE room = $1 AND agent = $2 AND id > $3 ORDER BY id LIMIT $4",
+            "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
+                COALESCE(m.author, n.author) AS author, COALESCE(m.ts, n.ts) AS ts, COALESCE(m.body, n.body) AS body \
+             FROM mentions x LEFT JOIN messages m ON m.id = x.message_id LEFT JOIN notes n ON n.id = x.note_id \
+             WHERE x.room = $1 AND x.agent = $2 AND (x.seq > $3 OR $3 = 0) AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
+             ORDER BY x.seq, x.id LIMIT $4",
         )
         .bind(room)
         .bind(agent)
@@ -1088,7 +1103,7 @@ impl Store for PostgresStore {
         Ok(rows
             .iter()
             .map(|r| Mention {
-                id: r.get("id"),
+                seq: r.get("seq"),
                 message_id: r.get("message_id"),
                 note_id: r.get("note_id"),
                 task_id: r.get("task_id"),
@@ -1102,22 +1117,32 @@ impl Store for PostgresStore {
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>> {
         // The words are letters and digits only; `plainto_tsquery` ANDs them
         // and reads nothing in them as syntax. The query text is split by the
-        // same function as the indexed text (see the migration).
+        // same function as the indexed text, and ANDed with the lexeme of
+        // the room (see the migration 0004), so the index walks this room's
+        // rows only. The statement stops at the time limit.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(AssertSqlSafe(format!(
+            "SET LOCAL statement_timeout = {}",
+            limits::SEARCH_MILLIS
+        )))
+        .execute(&mut *tx)
+        .await?;
         let rows = sqlx::query(
             "WITH q AS (SELECT plainto_tsquery('simple', \
-                 regexp_replace($2, '[^[:alnum:]]+', ' ', 'g')) AS q), \
+                 regexp_replace($2, '[^[:alnum:]]+', ' ', 'g')) && room_search_query($1) AS rq, \
+                 plainto_tsquery('simple', regexp_replace($2, '[^[:alnum:]]+', ' ', 'g')) AS q), \
              hits AS ( \
                  SELECT 'message' AS kind, m.id AS id, NULL::bigint AS task_id, m.author, m.ts, m.body AS text, \
                      ts_rank(search_words(m.body), q.q) AS rank \
-                 FROM messages m, q WHERE m.room = $1 AND search_words(m.body) @@ q.q \
+                 FROM messages m, q WHERE m.room = $1 AND room_search_words(m.room, m.body) @@ q.rq \
                  UNION ALL \
                  SELECT 'task', t.id, t.id, t.created_by, t.created_ts, t.title || E'\\n' || t.body, \
                      ts_rank(search_words(t.title || E'\\n' || t.body), q.q) \
-                 FROM tasks t, q WHERE t.room = $1 AND search_words(t.title || E'\\n' || t.body) @@ q.q \
+                 FROM tasks t, q WHERE t.room = $1 AND room_search_words(t.room, t.title || E'\\n' || t.body) @@ q.rq \
                  UNION ALL \
                  SELECT 'note', n.id, n.task_id, n.author, n.ts, n.body, \
                      ts_rank(search_words(n.body), q.q) \
-                 FROM notes n, q WHERE n.room = $1 AND search_words(n.body) @@ q.q \
+                 FROM notes n, q WHERE n.room = $1 AND room_search_words(n.room, n.body) @@ q.rq \
                  ORDER BY rank DESC, id DESC LIMIT $3) \
              SELECT hits.kind, hits.id, hits.task_id, hits.author, hits.ts, \
                  ts_headline('simple', hits.text, q.q, \
@@ -1127,8 +1152,15 @@ impl Store for PostgresStore {
         .bind(room)
         .bind(words.join(" "))
         .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.code().as_deref() == Some("57014") => {
+                search_too_slow()
+            }
+            _ => e.into(),
+        })?;
+        tx.commit().await?;
         Ok(rows
             .iter()
             .map(|r| {
@@ -1181,7 +1213,7 @@ impl Store for PostgresStore {
             file_id: Some(id),
             ..Written::default()
         };
-        let event = only(store_record(&mut tx, room, record, &written, "").await?)?;
+        let event = only(store_record(&mut tx, room, record, &written).await?)?;
         tx.commit().await?;
         Ok((meta, event))
     }
@@ -1234,7 +1266,7 @@ impl Store for PostgresStore {
         if done.rows_affected() == 0 {
             return Ok(None);
         }
-        let event = only(store_record(&mut tx, room, record, &Written::default(), "").await?)?;
+        let event = only(store_record(&mut tx, room, record, &Written::default()).await?)?;
         tx.commit().await?;
         Ok(Some(event))
     }

@@ -82,10 +82,11 @@ impl TaskChange {
         self
     }
 
-    /// Adds a note by the record's actor.
-    fn note(mut self, body: &str) -> TaskChange {
+    /// Adds a note by the record's actor, mentioning `mentions` (see
+    /// [`Core::indexed_mentions`]).
+    fn note(mut self, body: &str, mentions: &[String]) -> TaskChange {
         self.note = Some(body.to_owned());
-        self.record.mentions = crate::domain::chat::mentions(body);
+        self.record.mentions = mentions.to_vec();
         self
     }
 }
@@ -626,6 +627,10 @@ impl Core {
             limits::non_empty("note", note)?;
             limits::check("note", note, limits::NOTE)?;
         }
+        let noted = match &req.note {
+            Some(note) => self.indexed_mentions(&room, note).await?,
+            None => Vec::new(),
+        };
         let outcome = self
             .change_task(call, &room, id, true, |task, record| {
                 if let Some(expected) = req.expected_version
@@ -663,7 +668,7 @@ impl Core {
                     detail["body_changed"] = json!(true);
                 }
                 if let Some(note) = &req.note {
-                    change = change.note(note);
+                    change = change.note(note, &noted);
                 }
                 let change = change.renew_lease(task, &call.agent);
                 let kind = if req.status.is_none() && req.body.is_none() {
@@ -728,10 +733,11 @@ impl Core {
         self.writable(call)?;
         limits::non_empty("body", body)?;
         limits::check("body", body, limits::NOTE)?;
+        let noted = self.indexed_mentions(&room, body).await?;
         let (outcome, note_id) = self
             .change_task(call, &room, id, true, |task, record| {
                 let change = TaskChange::from(task, record)
-                    .note(body)
+                    .note(body, &noted)
                     .renew_lease(task, &call.agent);
                 Ok(Decision::Write(change.event(
                     EventKind::NoteAdded,
@@ -794,6 +800,10 @@ impl Core {
                 "a rejection needs a note saying what to change",
             ));
         }
+        let noted = match note {
+            Some(n) => self.indexed_mentions(&room, n).await?,
+            None => Vec::new(),
+        };
         let outcome = self
             .change_task(call, &room, id, true, |task, record| {
                 let to = transition(
@@ -807,7 +817,7 @@ impl Core {
                     change.assignee = None;
                 }
                 if let Some(n) = note {
-                    change = change.note(n);
+                    change = change.note(n, &noted);
                 }
                 let mut change =
                     change.event(EventKind::TaskReviewed, task, json!({"approve": approve}));
@@ -862,10 +872,29 @@ impl Core {
     ) -> Result<(String, Vec<Mention>)> {
         let room = self.room(call, room).await?.name;
         let limit = limits::clamp_limit(limit, 50, 200);
-        let mentions = self
+        let mut mentions = self
             .store
-            .my_mentions(&room, &call.agent.to_lowercase(), since_id.max(0), limit)
+            .my_mentions(
+                &room,
+                &call.agent.to_lowercase(),
+                since_id.max(0),
+                limit + 1,
+            )
             .await?;
+        // A note sits at the room's newest message when it was written, so
+        // a message and the notes after it share a place: a page that would
+        // end inside such a group ends before it instead, and the next page
+        // (after the place before) starts with it. Only a group larger than
+        // a page is cut.
+        if mentions.len() as i64 > limit {
+            let next = mentions.pop().map(|m| m.seq);
+            if let Some(last) = mentions.last().map(|m| m.seq)
+                && next == Some(last)
+                && mentions.iter().any(|m| m.seq != last)
+            {
+                mentions.retain(|m| m.seq != last);
+            }
+        }
         Ok((room, mentions))
     }
 

@@ -1,5 +1,7 @@
 //! Chat: messages with reply threads and `@mentions`.
 
+use std::collections::HashSet;
+
 use serde_json::json;
 
 use crate::domain::model::{EventKind, Message, Record};
@@ -45,15 +47,46 @@ pub fn mentions_agent(body: &str, agent: &str) -> bool {
     mentions(body).contains(&agent)
 }
 
-/// `record` completed for posting `body`: its mentions and its `message`
-/// event (the store gives it the message's id, `Record::stamp`).
-pub fn message_record(mut record: Record, body: &str, reply_to: Option<i64>) -> Record {
-    record.mentions = mentions(body);
+/// `record` completed for posting `body`: its `message` event (the store
+/// gives it the message's id, `Record::stamp`), and as its mentions the
+/// agents `body` mentions (all of them: see [`Core::indexed_mentions`]).
+pub fn message_record(record: Record, body: &str, reply_to: Option<i64>) -> Record {
+    let named = mentions(body);
+    message_record_with(record, body, reply_to, named)
+}
+
+/// [`message_record`] with the mentions already chosen.
+pub fn message_record_with(
+    mut record: Record,
+    body: &str,
+    reply_to: Option<i64>,
+    mentions: Vec<String>,
+) -> Record {
+    record.mentions = mentions;
     let detail = json!({"body": body, "reply_to": reply_to, "mentions": record.mentions});
     record.event(EventKind::Message, None, None, detail)
 }
 
 impl Core {
+    /// The agents `body` mentions that are agents of `room`
+    /// ([`Store::room_agents`](crate::domain::Store::room_agents)), in order
+    /// of appearance, at most [`limits::MENTIONS`]: only these are indexed
+    /// and flagged `mentions_you`; any other `@word` is text, so a body full
+    /// of made-up names costs no more than its own bytes. The room's agents
+    /// are read only when the body names someone at all.
+    pub async fn indexed_mentions(&self, room: &str, body: &str) -> Result<Vec<String>> {
+        let named = mentions(body);
+        if named.is_empty() {
+            return Ok(named);
+        }
+        let agents: HashSet<String> = self.store.room_agents(room).await?.into_iter().collect();
+        Ok(named
+            .into_iter()
+            .filter(|n| agents.contains(n))
+            .take(limits::MENTIONS)
+            .collect())
+    }
+
     pub async fn post_message(
         &self,
         call: &Call,
@@ -76,7 +109,8 @@ impl Core {
                 }
             }
         }
-        let record = message_record(call.record(self.clock.now_ms()), body, reply_to);
+        let named = self.indexed_mentions(&room.name, body).await?;
+        let record = message_record_with(call.record(self.clock.now_ms()), body, reply_to, named);
         let (message, event) = self
             .store
             .post_message(&room.name, body, reply_to, record)

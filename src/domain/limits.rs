@@ -17,6 +17,11 @@ pub const AGENT_NAME: usize = 64;
 pub const FILE_NAME: usize = 255;
 pub const MIME: usize = 200;
 pub const SEARCH_QUERY: usize = 500;
+/// Agents indexed as mentioned by one message or note; later `@name`s in
+/// the same body are text (the body still shows them).
+pub const MENTIONS: usize = 20;
+/// How long one search query may run before it is stopped with an error.
+pub const SEARCH_MILLIS: u64 = 2_000;
 pub const RETENTION_DAYS_MAX: i64 = 3_650;
 pub const LEASE_SECONDS_MAX: i64 = 86_400;
 

@@ -547,9 +547,11 @@ pub struct TaskQuery {
 /// A mention of an agent in a message or a note.
 #[derive(Debug, Clone, Serialize)]
 pub struct Mention {
-    /// The mention's own index id, for `since_id` paging.
+    /// Where the mention sits among the room's messages, for `since_id`:
+    /// the message's id, or for a note the id of the room's newest message
+    /// when the note was written.
     #[serde(skip)]
-    pub id: i64,
+    pub seq: i64,
     pub message_id: Option<i64>,
     pub note_id: Option<i64>,
     pub task_id: Option<i64>,

@@ -52,6 +52,10 @@ pub trait Store: Send + Sync + 'static {
     async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64>;
     async fn purge_tokens(&self, revoked_before: i64) -> Result<u64>;
     async fn members(&self, room: &str) -> Result<Vec<Member>>;
+    /// The agents (lowercase, each once) of live tokens that can read
+    /// `room`: its own tokens, those naming it among their rooms, and
+    /// all-rooms tokens. Only they are indexed as mentioned there.
+    async fn room_agents(&self, room: &str) -> Result<Vec<String>>;
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()>;
 
     // Chat

@@ -123,15 +123,20 @@ impl<'a> Viewer<'a> {
         }
     }
 
-    /// Whether `e` mentions the viewer (messages and notes).
+    /// Whether `e` mentions the viewer (messages and notes): the mentions
+    /// the write indexed, which `my_mentions` lists too (agents of the room,
+    /// at most 20). Only an event recorded without that list (none is now)
+    /// falls back to reading its body.
     pub fn mentioned_in(&self, e: &Event) -> bool {
-        e.detail["mentions"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|n| n.as_str() == Some(self.lower.as_str())))
-            || (e.actor != self.agent
-                && e.detail["body"]
-                    .as_str()
-                    .is_some_and(|b| mentions_agent(b, self.agent)))
+        match e.detail["mentions"].as_array() {
+            Some(m) => m.iter().any(|n| n.as_str() == Some(self.lower.as_str())),
+            None => {
+                e.actor != self.agent
+                    && e.detail["body"]
+                        .as_str()
+                        .is_some_and(|b| mentions_agent(b, self.agent))
+            }
+        }
     }
 
     /// An event as JSON with the `by_you` and `mentions_you` flags of

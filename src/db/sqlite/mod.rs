@@ -445,14 +445,13 @@ fn load_task(c: &Connection, room: &str, id: i64) -> Result<Option<Task>> {
 }
 
 /// Stores the rest of a write as the domain recorded it, in the write's
-/// transaction: the mention rows of `text` (the message or note written),
+/// transaction: the mention rows of the message or note written,
 /// the events, the audit row. `written` is what the main statement assigned.
 fn store_record(
     c: &Connection,
     room: &str,
     mut record: Record,
     written: &Written,
-    text: &str,
 ) -> Result<Vec<Event>> {
     record.stamp(written);
     let Record {
@@ -463,20 +462,22 @@ fn store_record(
         audit_tool,
         task_id,
     } = record;
+    // A mention row points at its message or note. Its `seq` places it
+    // among the room's messages for `since_id`: a message's own id, or for
+    // a note the room's newest message id when the note was written.
     for agent in &mentions {
         exec(
             c,
-            "INSERT INTO mentions (room, agent, message_id, note_id, task_id, author, ts, body) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, \
+                COALESCE(?3, (SELECT MAX(id) FROM messages WHERE room = ?1), 0))",
             params![
                 room,
                 agent,
                 written.message_id,
                 written.note_id,
                 task_id,
-                actor,
-                now,
-                text
+                now
             ],
         )?;
     }
@@ -555,6 +556,43 @@ fn prune_room(c: &Connection, room: &str, cutoff: i64) -> Result<PruneCount> {
         files,
     })
 }
+
+/// Runs the search `f` on `c`, stopping it with a clear error once it has
+/// run for [`limits::SEARCH_MILLIS`] (SQLite's progress handler interrupts
+/// the statement), so no query holds a reader for long.
+fn within_search_time<T>(c: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    let deadline =
+        std::time::Instant::now() + std::time::Duration::from_millis(limits::SEARCH_MILLIS);
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stopped.clone();
+    c.progress_handler(
+        10_000,
+        Some(move || {
+            let late = std::time::Instant::now() >= deadline;
+            if late {
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            late
+        }),
+    )?;
+    let out = f(c);
+    c.progress_handler(0, None::<fn() -> bool>)?;
+    if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(search_too_slow());
+    }
+    out
+}
+
+/// An agent's mentions in a room after message `since_id`, with the body,
+/// author and time of the message or note each points at. A note sits at
+/// the room's newest message when it was written: `since_id` 7 leaves out
+/// message 7 and the notes written between it and the next message, and
+/// `since_id` 0 (from the start) keeps the notes from before any message.
+const MY_MENTIONS: &str = "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
+        COALESCE(m.author, n.author) AS author, COALESCE(m.ts, n.ts) AS ts, COALESCE(m.body, n.body) AS body \
+     FROM mentions x LEFT JOIN messages m ON m.id = x.message_id LEFT JOIN notes n ON n.id = x.note_id \
+     WHERE x.room = ?1 AND x.agent = ?2 AND (x.seq > ?3 OR ?3 = 0) AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
+     ORDER BY x.seq, x.id LIMIT ?4";
 
 /// The events of a room after `since`, optionally without `agent`'s own.
 const EVENTS_AFTER: &str = concat!(
@@ -699,7 +737,7 @@ impl Store for SqliteStore {
             else {
                 return Ok(None);
             };
-            let event = only(store_record(c, room, record, &Written::default(), "")?)?;
+            let event = only(store_record(c, room, record, &Written::default())?)?;
             Ok(Some((updated, event)))
         })
         .await
@@ -731,7 +769,7 @@ impl Store for SqliteStore {
                 pruned: Some(pruned),
                 ..Written::default()
             };
-            let event = only(store_record(c, &room, record, &written, "")?)?;
+            let event = only(store_record(c, &room, record, &written)?)?;
             Ok(Some((event, pruned)))
         })
         .await
@@ -894,6 +932,19 @@ impl Store for SqliteStore {
         })
     }
 
+    async fn room_agents(&self, room: &str) -> Result<Vec<String>> {
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT DISTINCT lower(t.agent) FROM tokens t \
+                 WHERE t.revoked_ts IS NULL AND (t.room = ?1 OR t.all_rooms = 1 \
+                    OR EXISTS (SELECT 1 FROM json_each(t.also_rooms) j WHERE j.value = ?1))",
+                [room],
+                |r| r.get(0),
+            )
+        })
+    }
+
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()> {
         self.write(|c| {
             for (room, agent, ts) in seen {
@@ -936,7 +987,7 @@ impl Store for SqliteStore {
                 message_id: Some(id),
                 ..Written::default()
             };
-            let event = only(store_record(c, room, record, &written, body)?)?;
+            let event = only(store_record(c, room, record, &written)?)?;
             Ok((message, event))
         })
         .await
@@ -1166,7 +1217,7 @@ impl Store for SqliteStore {
                 task_id: Some(id),
                 ..Written::default()
             };
-            let events = store_record(c, room, record, &written, "")?;
+            let events = store_record(c, room, record, &written)?;
             Ok((task, events))
         })
         .await
@@ -1257,8 +1308,7 @@ impl Store for SqliteStore {
                     |r| r.get(0),
                 )?;
             }
-            let text = c.note.as_deref().unwrap_or_default();
-            let events = store_record(tx, room, c.record, &written, text)?;
+            let events = store_record(tx, room, c.record, &written)?;
             let task = load_task(tx, room, id)?.ok_or_else(|| {
                 Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
             })?;
@@ -1310,43 +1360,46 @@ impl Store for SqliteStore {
         limit: i64,
     ) -> Result<Vec<Mention>> {
         self.read(|c| {
-            rows(
-                c,
-                "SELECT * FROM mentions WHERE room = ?1 AND agent = ?2 AND id > ?3 ORDER BY id LIMIT ?4",
-                params![room, agent, since_id, limit],
-                |r| {
-                    Ok(Mention {
-                        id: r.get("id")?,
-                        message_id: r.get("message_id")?,
-                        note_id: r.get("note_id")?,
-                        task_id: r.get("task_id")?,
-                        author: r.get("author")?,
-                        ts: r.get("ts")?,
-                        body: r.get("body")?,
-                    })
-                },
-            )
+            rows(c, MY_MENTIONS, params![room, agent, since_id, limit], |r| {
+                Ok(Mention {
+                    seq: r.get("seq")?,
+                    message_id: r.get("message_id")?,
+                    note_id: r.get("note_id")?,
+                    task_id: r.get("task_id")?,
+                    author: r.get("author")?,
+                    ts: r.get("ts")?,
+                    body: r.get("body")?,
+                })
+            })
         })
     }
 
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>> {
         // Each word is quoted as an FTS5 string, so nothing in a query is
-        // ever read as search syntax; the words must all appear.
-        let query = words
+        // ever read as search syntax; the words must all appear, in the
+        // body, in a row whose room key is the caller's room (see the
+        // migration 0004): the index walks that room's rows only.
+        let words = words
             .iter()
             .map(|w| format!("\"{}\"", w.replace('"', "")))
             .collect::<Vec<_>>()
             .join(" ");
+        let query = format!(
+            "room_key : \"r{}\" AND body : ({words})",
+            hex::encode_upper(room.as_bytes())
+        );
         let room = room.to_owned();
         // Full-text ranking grows with the room: off the async workers.
         self.read_blocking(move |c| {
-            let found = rows(
-                c,
-                "SELECT s.rowid AS rid, snippet(search_fts, 0, '[', ']', '…', 12) AS snippet \
-                 FROM search_fts s WHERE search_fts MATCH ?1 AND s.room = ?2 ORDER BY rank LIMIT ?3",
-                params![query, room, limit],
-                |r| Ok((r.get::<_, i64>("rid")?, r.get::<_, String>("snippet")?)),
-            )?;
+            let found = within_search_time(c, |c| {
+                rows(
+                    c,
+                    "SELECT s.rowid AS rid, snippet(search_fts, 0, '[', ']', '…', 12) AS snippet \
+                     FROM search_fts s WHERE search_fts MATCH ?1 AND s.room = ?2 ORDER BY rank LIMIT ?3",
+                    params![query, room, limit],
+                    |r| Ok((r.get::<_, i64>("rid")?, r.get::<_, String>("snippet")?)),
+                )
+            })?;
             let mut hits = Vec::with_capacity(found.len());
             for (rid, snippet) in found {
                 let (kind, id) = (rid % 4, rid / 4);
@@ -1438,7 +1491,7 @@ impl Store for SqliteStore {
                 file_id: Some(id),
                 ..Written::default()
             };
-            let event = only(store_record(c, room, record, &written, "")?)?;
+            let event = only(store_record(c, room, record, &written)?)?;
             Ok((meta, event))
         })
         .await
@@ -1494,7 +1547,6 @@ impl Store for SqliteStore {
                 room,
                 record,
                 &Written::default(),
-                "",
             )?)?))
         })
         .await
