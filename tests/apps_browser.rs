@@ -97,7 +97,13 @@ async fn board_app_in_a_real_browser() {
             json!({"task_id": blocked, "status": "blocked"}),
         )
         .await;
-    carol.call("create_task", json!({"title": hostile()})).await;
+    let title = format!(
+        "<img src=x onerror=\"window.__pwned = 4\"> [x](javascript:window.__pwned=5) {}",
+        "W".repeat(90)
+    );
+    carol
+        .call("create_task", json!({"title": title, "body": hostile()}))
+        .await;
     let plan = alice
         .call(
             "post_message",

@@ -183,7 +183,7 @@ try {
     // A reply in the chat, threaded under the first message.
     await frame.locator('#messages .msg', { hasText: 'Plan for today' }).locator('button.reply').first().click();
     await frame.fill('#message-body', 'On it, from the app.');
-    await frame.click('#composer button[type=submit]');
+    await frame.click('#send');
     await frame.locator('#messages .replies .msg', { hasText: 'On it, from the app.' }).waitFor({ timeout: 15000 });
     // No approve for a plain writer on someone else's task.
     if (await cardIn(frame, 'in_review', 'Ship the docs').locator('button[data-act="approve"]').count()) fail('a writer may approve');
@@ -256,6 +256,12 @@ try {
   out.ok = true;
   console.log('RESULT ' + JSON.stringify(out));
 } catch (e) {
+  // The frame as it was, for whoever reads the failure.
+  for (const ctx of browser.contexts()) for (const p of ctx.pages()) {
+    await p.screenshot({ path: path.join(shots, 'failure.png'), fullPage: true }).catch(() => {});
+    const frame = p.frames()[1];
+    if (frame) console.error('problem banner: ' + (await frame.textContent('#problem').catch(() => '?')));
+  }
   fail(e.stack || String(e));
 } finally {
   await browser.close();

@@ -325,8 +325,8 @@ for (const b of document.querySelectorAll('#tabs [data-tab]')) {
     for (const o of document.querySelectorAll('#tabs [data-tab]')) o.setAttribute('aria-selected', String(o === b));
   });
 }
-$('composer').addEventListener('submit', (e) => {
-  e.preventDefault();
+// No <form> submit: hosts sandbox the frame without `allow-forms`.
+function send() {
   const body = $('message-body').value;
   if (!body.trim()) return;
   const args = { body };
@@ -337,9 +337,10 @@ $('composer').addEventListener('submit', (e) => {
     state.replyTo = null;
     $('replying').hidden = true;
   });
-});
+}
+$('send').addEventListener('click', send);
 $('message-body').addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) $('composer').requestSubmit();
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) send();
 });
 
 // Handlers first: the host may send the tool's input and result as soon as
