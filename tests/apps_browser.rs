@@ -167,6 +167,11 @@ async fn board_app_in_a_real_browser() {
         .filter_map(|e| e["actor"].as_str())
         .collect();
     assert_eq!(actors, ["alice", "alice"]);
+    let released = bob
+        .call("read_events", json!({"kind": "task_released"}))
+        .await;
+    assert_eq!(released["events"][0]["actor"], "bob", "{released}");
+    assert_eq!(released["count"], 1, "{released}");
     let msgs = bob.call("read_messages", json!({})).await;
     let reply = msgs["messages"]
         .as_array()
@@ -195,7 +200,11 @@ async fn board_app_in_a_real_browser() {
         "app-lead-1280",
         "app-readonly-390",
     ] {
-        assert!(shots.join(format!("{shot}.png")).exists(), "{shot}");
+        let bytes = std::fs::metadata(shots.join(format!("{shot}.png")))
+            .unwrap_or_else(|e| panic!("{shot}: {e}"))
+            .len();
+        // A frame that never painted is one flat colour, a few kB.
+        assert!(bytes > 20_000, "{shot} looks blank ({bytes} bytes)");
     }
     println!("screenshots: {}", shots.display());
 }

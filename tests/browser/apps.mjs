@@ -93,7 +93,9 @@ window.startApp = async function (html, csp, input, result, theme) {
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'],
+  // Sandboxed frames in their own process paint late into headless
+  // screenshots; in-process they are the same opaque-origin sandbox.
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-features=IsolateSandboxedIframes'],
 });
 const out = {};
 const problems = [];
@@ -129,7 +131,18 @@ async function host(who, width, theme = 'light') {
   return { page, frame };
 }
 
-const shot = (page, name) => page.screenshot({ path: path.join(shots, name + '.png'), fullPage: true });
+/** A screenshot of the app once its frame has the height the app asked
+ * for and has painted it. */
+async function shot(page, name) {
+  const frame = page.frames()[1];
+  const want = await frame.evaluate(() => Math.ceil(document.documentElement.getBoundingClientRect().height));
+  await page.waitForFunction((h) => Math.abs(document.querySelector('iframe').getBoundingClientRect().height - h) <= 2, want);
+  const painted = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  await frame.evaluate(painted);
+  await page.evaluate(painted);
+  await page.locator('iframe').screenshot({ path: path.join(shots, name + '.png'), animations: 'disabled', caret: 'hide' });
+}
+
 const cardIn = (frame, status, title) => frame.locator(`.col[data-status="${status}"] .card`, { hasText: title });
 
 async function noSideways(frame, what) {
@@ -178,6 +191,14 @@ try {
     await frame.fill('#note-body', 'Started on it from the **chat app**.');
     await frame.click('#detail button[data-act="note"]');
     await frame.locator('#detail .notes .msg', { hasText: 'Started on it' }).waitFor({ timeout: 15000 });
+    await frame.click('#detail-close');
+
+    // Claim and release: back to pending, holder cleared.
+    await cardIn(frame, 'pending', 'WWWW').locator('button[data-act="claim"]').click();
+    await cardIn(frame, 'in_progress', 'WWWW').click();
+    await frame.click('#detail button[data-act="release"]');
+    await cardIn(frame, 'pending', 'WWWW').waitFor({ timeout: 15000 });
+    if (await cardIn(frame, 'pending', 'WWWW').locator('[data-assignee]').count()) fail('a released task keeps its holder');
     await frame.click('#detail-close');
 
     // A reply in the chat, threaded under the first message.
@@ -241,6 +262,7 @@ try {
     await frame.locator('.card').first().click();
     await frame.waitForSelector('#detail:not([hidden])');
     if (await frame.locator('#detail textarea, #detail button[data-act]').count()) fail('read-only task panel offers writes');
+    if ((await frame.textContent('#detail-body')).includes('null')) fail('the task panel shows a missing field as null');
     await shot(page, 'app-readonly-390');
     await frame.click('#detail-close');
     // A link in agent text goes to the host, never navigates the frame.

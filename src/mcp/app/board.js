@@ -204,7 +204,8 @@ function renderEvents() {
   const evs = (state.data.events || []).slice().reverse();
   $('events').replaceChildren(...evs.map((e) => {
     const d = e.detail || {};
-    const extra = d.title || d.body || d.note || d.reason || (d.approve === true ? 'approved' : d.approve === false ? 'rejected' : '') || d.status || '';
+    const verdict = e.kind === 'task_reviewed' ? (d.approve ? 'approved: ' : 'sent back: ') : '';
+    const extra = verdict + (d.body || d.reason || d.title || '');
     return el('li', { 'data-kind': e.kind },
       el('span', { class: 'faint' }, when(e.ts)), ' ',
       el('strong', {}, e.actor), ' ', KIND[e.kind] || e.kind,
@@ -264,7 +265,7 @@ async function openTask(id) {
     parts.push(el('div', { class: 'note-form' }, text, el('div', { class: 'row' }, noteBtn, rejectBtn)));
   }
   if (buttons.length) parts.push(el('div', { class: 'card-actions' }, buttons));
-  $('detail-body').replaceChildren(...parts);
+  $('detail-body').replaceChildren(...parts.filter(Boolean));
   $('detail').hidden = false;
 }
 
