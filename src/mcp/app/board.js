@@ -148,7 +148,7 @@ function card(t) {
     t.assignee ? el('span', { class: 'badge' + (mine(t) ? ' you' : ''), 'data-assignee': t.assignee }, '@' + t.assignee) : null,
     (t.blocked_by_unfinished || []).length ? el('span', { class: 'badge bad' }, 'waits for ' + t.blocked_by_unfinished.map((n) => '#' + n).join(' ')) : null,
   ];
-  return el('article', { class: 'card', 'data-id': t.id, 'data-status': t.status, tabindex: 0, onclick: () => openTask(t.id), onkeydown: (e) => { if (e.key === 'Enter') openTask(t.id); } },
+  return el('article', { class: 'card', 'data-id': t.id, 'data-status': t.status, tabindex: 0, onclick: (e) => openTask(t.id, e.currentTarget), onkeydown: (e) => { if (e.key === 'Enter') openTask(t.id, e.currentTarget); } },
     el('div', { class: 'card-title' }, markdown(t.title, true)),
     el('div', { class: 'card-meta' }, meta),
     buttons.length ? el('div', { class: 'card-actions' }, buttons) : null);
@@ -230,8 +230,15 @@ function renderMe() {
   $('readonly-banner').hidden = !me?.readonly;
 }
 
-async function openTask(id) {
+/** The task's panel. In a host's frame sized to its content the whole frame
+ * is the viewport, so the panel opens level with what was clicked (`near`),
+ * not at the top of a frame the person may have scrolled past. */
+async function openTask(id, near) {
   state.open = id;
+  if (near) {
+    const top = near.getBoundingClientRect().top + window.scrollY;
+    $('detail').style.paddingTop = Math.max(12, Math.min(top - 24, document.documentElement.scrollHeight - 420)) + 'px';
+  }
   let task;
   try {
     task = (await call('get_task', { task_id: id })).task;
@@ -309,7 +316,7 @@ document.addEventListener('click', (e) => {
   const href = a.getAttribute('href');
   const task = /^#task-(\d+)$/.exec(href);
   if (task) {
-    openTask(Number(task[1]));
+    openTask(Number(task[1]), a);
     return;
   }
   if (/^(https?:|mailto:)/i.test(href)) app.openLink({ url: href }).catch(() => {});
