@@ -69,7 +69,10 @@ impl Background {
                 move || {
                     let core = c.clone();
                     async move {
-                        match core.store.prune(crate::clock::now_ms()).await {
+                        let store = core.store.as_ref();
+                        let swept = store.prune(crate::clock::now_ms()).await;
+                        // Expired OAuth state goes with the same sweep.
+                        match crate::domain::oauth::prune_then(store, swept).await {
                             Ok(n) if n != Default::default() => tracing::info!(
                                 messages = n.messages,
                                 events = n.events,

@@ -31,6 +31,12 @@ pub struct Config {
     pub public_url: Option<String>,
     pub public_hosts: Vec<String>,
     pub lan_url: Option<String>,
+    /// OAuth 2.1 sign-in for apps that cannot send a header (SPEC §2a).
+    pub oauth: bool,
+    /// How long an OAuth access token lives.
+    pub oauth_access_ttl: Duration,
+    /// How long an OAuth refresh token (and so a grant left unused) lives.
+    pub oauth_refresh_ttl: Duration,
     pub max_wait: Duration,
     pub max_file_bytes: usize,
     pub prune: bool,
@@ -97,6 +103,9 @@ pub const VARIABLES: &[&str] = &[
     "CHATROOM_MAX_FILE_BYTES",
     "CHATROOM_PRUNE",
     "CHATROOM_PRUNE_INTERVAL",
+    "CHATROOM_OAUTH",
+    "CHATROOM_OAUTH_ACCESS_TTL",
+    "CHATROOM_OAUTH_REFRESH_DAYS",
     "CHATROOM_MQTT_HOST",
     "CHATROOM_MQTT_PORT",
     "CHATROOM_MQTT_USER",
@@ -516,6 +525,9 @@ impl Config {
             .map(|v| split_list(&v).map(|h| h.to_ascii_lowercase()).collect())
             .unwrap_or_default();
         let lan_url = r.url("CHATROOM_LAN_URL");
+        let oauth = r.switch("CHATROOM_OAUTH", true);
+        let oauth_access_ttl = r.number("CHATROOM_OAUTH_ACCESS_TTL", 3600u64, 1, 7 * 86_400);
+        let oauth_refresh_days = r.number("CHATROOM_OAUTH_REFRESH_DAYS", 30u64, 1, 3_650);
         let max_wait = r.number("CHATROOM_MAX_WAIT_S", 90u64, 1, 3_600);
         let max_file_bytes = r.number("CHATROOM_MAX_FILE_BYTES", 1_048_576usize, 1, 1 << 30);
         let prune = r.switch("CHATROOM_PRUNE", true);
@@ -577,6 +589,9 @@ impl Config {
             public_url,
             public_hosts,
             lan_url,
+            oauth,
+            oauth_access_ttl: Duration::from_secs(oauth_access_ttl),
+            oauth_refresh_ttl: Duration::from_secs(oauth_refresh_days * 86_400),
             max_wait: Duration::from_secs(max_wait),
             max_file_bytes,
             prune,

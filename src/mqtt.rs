@@ -547,13 +547,15 @@ pub fn discovery(prefix: &str, room: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// A name as a Home Assistant id (`[A-Za-z0-9_-]`), without collisions: `_`
-/// becomes `__`, any other byte `_xx` in hex.
+/// A name as a Home Assistant id (`[a-z0-9_-]`), without collisions: `_`
+/// becomes `__`, any other byte `_xx` in hex. Capitals are escaped too, so
+/// rooms `projA` and `proja` stay two devices where ids are compared
+/// without regard to case (Home Assistant lower-cases entity ids).
 fn ha_id(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' => out.push(b as char),
+            b'a'..=b'z' | b'0'..=b'9' | b'-' => out.push(b as char),
             b'_' => out.push_str("__"),
             _ => out.push_str(&format!("_{b:02x}")),
         }
@@ -699,6 +701,18 @@ mod tests {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         );
+        // Rooms differing only in case stay apart even once lower-cased.
+        assert_eq!(ha_id("projA"), "proj_41");
+        assert_ne!(ha_id("projA").to_lowercase(), ha_id("proja").to_lowercase());
+    }
+
+    #[test]
+    fn topics_keep_the_room_as_written() {
+        let topics = discovery("chatroom", "projA");
+        for (_, config) in &topics {
+            assert_eq!(config["state_topic"], "chatroom/projA/status");
+            assert_eq!(config["device"]["name"], "chatroom projA");
+        }
     }
 
     #[test]

@@ -240,6 +240,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .nest_service("/mcp", mcp)
         .merge(crate::http::routes(state.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::http::oauth::hint_unauthorized))
         .layer(middleware::from_fn_with_state(state.clone(), body_guard))
         .layer(middleware::from_fn_with_state(state.clone(), host_guard))
         .layer(

@@ -56,7 +56,12 @@ async fn bad_tokens_get_401() {
         }
         let resp = req.send().await.unwrap();
         assert_eq!(resp.status(), 401, "{auth:?}");
-        assert_eq!(resp.headers()["www-authenticate"], "Bearer");
+        // `Bearer`, with the OAuth hint (SPEC §2a).
+        let challenge = resp.headers()["www-authenticate"].to_str().unwrap();
+        assert!(
+            challenge.starts_with("Bearer resource_metadata="),
+            "{challenge}"
+        );
         let v: serde_json::Value = resp.json().await.unwrap();
         assert_eq!(v["error"]["code"], "unauthorized");
     }

@@ -59,21 +59,71 @@ async fn add_token_prints_a_working_token() {
     assert_eq!(me["skills"], json!(["rust"]));
 }
 
-/// `add-token` refuses a room that does not exist, and bad names, with a
-/// one-line reason and a non-zero exit.
+/// `add-token` on a room that does not exist creates it (and its
+/// `--also-room`s) and says so on stderr, as ChatRoomMCP does; the token
+/// works there at once. Bad names are refused with a one-line reason, and
+/// nothing is created for a grant that is refused.
 #[tokio::test]
-async fn add_token_refuses_unknown_rooms() {
+async fn add_token_creates_missing_rooms() {
     let s = TestServer::start().await;
     let env = s.cli_env();
     let (code, out, err) = run_cli(
-        &["admin", "add-token", "--agent", "a", "--room", "nowhere"],
+        &[
+            "admin",
+            "add-token",
+            "--agent",
+            "a",
+            "--room",
+            "projA",
+            "--also-room",
+            "projB",
+        ],
         &env,
     )
     .await;
-    assert_ne!(code, 0);
-    assert!(out.is_empty());
-    assert!(err.contains("does not exist"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(code, 0, "{err}");
+    let token = out.trim();
+    assert!(
+        token.starts_with("cr_"),
+        "stdout holds the token alone: {out}"
+    );
+    assert!(
+        err.contains("room projA did not exist: created it"),
+        "{err}"
+    );
+    assert!(
+        err.contains("room projB did not exist: created it"),
+        "{err}"
+    );
+    for room in ["projA", "projB"] {
+        assert!(s.store.get_room(room).await.unwrap().is_some(), "{room}");
+    }
+    assert!(s.store.get_room("proja").await.unwrap().is_none());
+    let me = s.mcp(token).call("whoami", json!({})).await;
+    assert_eq!(me["room"], "projA", "{me}");
+    // A second token for the now existing room creates nothing.
+    let (code, _, err) = run_cli(
+        &["admin", "add-token", "--agent", "b", "--room", "projA"],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("created"), "{err}");
+
+    for bad in [
+        vec!["--agent", "a", "--room", "Bad Name"],
+        vec!["--agent", "a", "--room", "../up"],
+        vec!["--agent", "a", "--room", "fresh", "--also-room", " "],
+        vec!["--agent", "bad agent", "--room", "fresh"],
+    ] {
+        let args: Vec<&str> = ["admin", "add-token"].into_iter().chain(bad).collect();
+        let (code, out, err) = run_cli(&args, &env).await;
+        assert_ne!(code, 0, "{args:?}");
+        assert!(out.is_empty());
+        assert!(err.contains("not valid"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert!(s.store.get_room("fresh").await.unwrap().is_none());
     let (code, _, err) = run_cli(&["admin", "add-room", "Bad Name"], &env).await;
     assert_ne!(code, 0);
     assert!(err.contains("not valid"), "{err}");
@@ -82,6 +132,67 @@ async fn add_token_refuses_unknown_rooms() {
     let (code, _, err) = run_cli(&["admin", "add-room", "dup"], &env).await;
     assert_ne!(code, 0);
     assert!(err.contains("already exists"), "{err}");
+}
+
+/// Room names keep their case through the admin commands: `projA` and
+/// `proja` are two rooms, each listed, changed, exported and deleted on its
+/// own.
+#[tokio::test]
+async fn room_names_are_case_sensitive() {
+    let s = TestServer::start().await;
+    let env = s.cli_env();
+    for (room, desc) in [("projA", "upper"), ("proja", "lower")] {
+        let (code, _, err) =
+            run_cli(&["admin", "add-room", room, "--description", desc], &env).await;
+        assert_eq!(code, 0, "{err}");
+    }
+    let (_, out, _) = run_cli(&["admin", "list-rooms", "--json"], &env).await;
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"projA") && names.contains(&"proja"),
+        "{names:?}"
+    );
+    let (code, out, _) = run_cli(&["admin", "room-info", "--room", "projA"], &env).await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["description"],
+        "upper"
+    );
+    let (code, out, err) = run_cli(
+        &["admin", "export", "--room", "projA", "--format", "json"],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let export: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(export["room"]["name"], "projA", "{export}");
+    assert_eq!(export["room"]["description"], "upper", "{export}");
+    let (code, _, err) = run_cli(
+        &["admin", "set-retention", "--room", "proja", "--days", "7"],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run_cli(&["admin", "delete-room", "--room", "PROJA", "--yes"], &env).await;
+    assert_ne!(code, 0, "PROJA is neither room");
+    assert!(err.contains("does not exist"), "{err}");
+    let (code, _, _) = run_cli(&["admin", "delete-room", "--room", "projA", "--yes"], &env).await;
+    assert_eq!(code, 0);
+    assert!(s.store.get_room("projA").await.unwrap().is_none());
+    let lower = s
+        .store
+        .get_room("proja")
+        .await
+        .unwrap()
+        .expect("proja stays");
+    assert_eq!(lower.retention_days, 7);
+    assert_eq!(lower.description, "lower");
 }
 
 /// `list-tokens` never prints a raw token; `revoke` takes effect on the

@@ -110,6 +110,9 @@ fn not_runnable(command: &str) -> Option<&'static str> {
         let docker_chatroom = segment.contains("docker compose exec")
             && segment.contains("chatroom chatroom ")
             || segment.contains("docker compose run --rm chatroom ");
+        if segment.contains("import-chatroommcp") {
+            return Some("needs a ChatRoomMCP database; tests/import.rs covers it");
+        }
         if first == "docker" && !docker_chatroom {
             return Some("the Docker engine");
         }

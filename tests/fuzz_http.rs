@@ -544,3 +544,163 @@ async fn near_limit_bodies_keep_memory_bounded() {
     assert!(common::wait_healthy(&server.url, std::time::Duration::from_secs(5)).await);
     assert_clean_log(&server);
 }
+
+/// OAuth parameter names, so random values reach the parsers behind them.
+const OAUTH_PARAMS: &[&str] = &[
+    "grant_type",
+    "code",
+    "client_id",
+    "client_secret",
+    "redirect_uri",
+    "code_verifier",
+    "refresh_token",
+    "resource",
+    "token",
+    "token_type_hint",
+    "response_type",
+    "code_challenge",
+    "code_challenge_method",
+    "state",
+    "scope",
+    "csrf",
+    "connect_code",
+    "decision",
+];
+
+/// Values near what the endpoints expect, and nonsense.
+fn oauth_value(client_id: String) -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => text(),
+        1 => Just(client_id),
+        1 => prop_oneof![
+            Just("authorization_code".to_owned()),
+            Just("refresh_token".to_owned()),
+            Just("S256".to_owned()),
+            Just("plain".to_owned()),
+            Just("code".to_owned()),
+            Just("approve".to_owned()),
+            Just("http://127.0.0.1:53682/callback".to_owned()),
+            Just("https://127.0.0.1/client.json".to_owned()),
+            Just("E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM".to_owned()),
+            Just("crc-0000-0000-0000".to_owned()),
+        ],
+        1 => (prop_oneof![Just("crac_"), Just("crr_"), Just("cra_"), Just("crcl_"), Just("1.")], text())
+            .prop_map(|(p, t)| format!("{p}{t}")),
+        1 => (1usize..6000).prop_map(|n| "x".repeat(n)),
+    ]
+}
+
+/// A form body: known and unknown keys, repeated keys, raw bytes.
+fn oauth_form(client_id: String) -> impl Strategy<Value = Vec<u8>> {
+    let key = prop_oneof![
+        6 => prop::sample::select(OAUTH_PARAMS).prop_map(str::to_owned),
+        1 => text(),
+    ];
+    prop_oneof![
+        6 => prop::collection::vec((key, oauth_value(client_id)), 0..8).prop_map(|pairs| {
+            url::form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(pairs)
+                .finish()
+                .into_bytes()
+        }),
+        1 => prop::collection::vec(any::<u8>(), 0..256),
+    ]
+}
+
+/// Random forms, queries, content types and registration JSON at every
+/// OAuth endpoint never panic the server, never get a `5xx`, always get the
+/// RFC's JSON error shape from the token, revocation and registration
+/// endpoints, and leave it healthy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_oauth_requests_never_break_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db").to_string_lossy().into_owned();
+    let server = Spawned::start(&db, &[("CHATROOM_AUTH_FAIL_LIMIT", "0")]).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let registered: Value = http
+        .post(format!("{}/oauth/register", server.url))
+        .json(&json!({"redirect_uris": ["http://127.0.0.1:53682/callback"], "token_endpoint_auth_method": "none"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let client_id = registered["client_id"].as_str().unwrap().to_owned();
+    let cases: u32 = std::env::var("CHATROOM_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    let mut runner = TestRunner::new(PtConfig {
+        failure_persistence: None,
+        ..PtConfig::default()
+    });
+    let form = oauth_form(client_id);
+    let content_type = prop_oneof![
+        6 => Just("application/x-www-form-urlencoded"),
+        1 => Just("application/x-www-form-urlencoded; charset=utf-8"),
+        1 => Just("application/json"),
+        1 => Just("text/plain"),
+    ];
+    let mut statuses = std::collections::BTreeMap::<String, u32>::new();
+    for i in 0..cases {
+        let body = form.new_tree(&mut runner).unwrap().current();
+        let ctype = content_type.new_tree(&mut runner).unwrap().current();
+        let json_body = json_value().new_tree(&mut runner).unwrap().current();
+        let (method, path) = [
+            ("POST", "/oauth/token"),
+            ("POST", "/oauth/revoke"),
+            ("POST", "/oauth/authorize"),
+            ("GET", "/oauth/authorize"),
+            ("POST", "/oauth/register"),
+        ][i as usize % 5];
+        let what = format!(
+            "{method} {path} probe {i}: {:.200}",
+            String::from_utf8_lossy(&body)
+        );
+        let request = match (method, path) {
+            ("GET", _) => http.get(format!(
+                "{}{path}?{}",
+                server.url,
+                String::from_utf8_lossy(&body).replace(['#', ' '], "")
+            )),
+            (_, "/oauth/register") => {
+                // Registration JSON: random, or random metadata around URIs.
+                let value = if i % 2 == 0 {
+                    json_body
+                } else {
+                    json!({"redirect_uris": [json_body.clone()], "client_name": json_body})
+                };
+                http.post(format!("{}{path}", server.url))
+                    .header("content-type", "application/json")
+                    .body(value.to_string())
+            }
+            _ => http
+                .post(format!("{}{path}", server.url))
+                .header("content-type", ctype)
+                .body(body),
+        };
+        let resp = request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{what}: no answer: {e}"));
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        assert!(status < 500, "{what}: HTTP {status}: {text:.300}");
+        *statuses.entry(format!("{path} {status}")).or_default() += 1;
+        if path != "/oauth/authorize" && status >= 400 {
+            let v: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|_| panic!("{what}: not JSON: {text:.300}"));
+            assert!(
+                v["error"].is_string(),
+                "{what}: not an RFC error: {text:.300}"
+            );
+        }
+    }
+    println!("fuzzed {cases} OAuth requests; statuses {statuses:?}");
+    assert!(common::wait_healthy(&server.url, std::time::Duration::from_secs(5)).await);
+    assert_clean_log(&server);
+}

@@ -331,6 +331,29 @@ async fn events_and_status_reach_the_broker() {
     s.stop().await;
 }
 
+/// Rooms named with capitals publish under their name as written, and two
+/// rooms that differ only in case (`projA`, `proja`) keep their own topics.
+#[tokio::test]
+async fn room_names_keep_their_case_in_topics() {
+    let broker = Broker::start().await;
+    let prefix = unique_prefix();
+    let mut sub = Subscriber::connect(broker.port, &format!("{prefix}/#")).await;
+    let s = bridged_server(&broker, &prefix, false).await;
+    let upper = s.agent("alice", "projA").await;
+    let lower = s.agent("bob", "proja").await;
+    upper.call("post_message", json!({"body": "in A"})).await;
+    let m = sub.next_on(&format!("{prefix}/projA/message")).await.json();
+    assert_eq!(m["room"], "projA");
+    assert_eq!(m["actor"], "alice");
+    assert_eq!(m["detail"]["body"], "in A");
+    lower.call("post_message", json!({"body": "in a"})).await;
+    let m = sub.next_on(&format!("{prefix}/proja/message")).await.json();
+    assert_eq!(m["room"], "proja");
+    assert_eq!(m["actor"], "bob");
+    assert_eq!(m["detail"]["body"], "in a");
+    s.stop().await;
+}
+
 /// With the broker stopped, tool calls still succeed without waiting for it;
 /// once it is back on the same port the bridge reconnects by itself, delivers
 /// what queued up meanwhile, and publishes later events.

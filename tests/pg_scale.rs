@@ -486,6 +486,112 @@ async fn answers(c: &McpClient, task: i64, file: i64) -> Vec<Value> {
     out
 }
 
+/// Signs an app in over OAuth as a client and a browser would (register,
+/// consent page with a connect code, code exchange): its access token.
+async fn oauth_sign_in(s: &TestServer) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let redirect = "http://127.0.0.1:1/cb";
+    let client: Value = http
+        .post(format!("{}/oauth/register", s.url))
+        .json(&json!({"client_name": "Copied app", "redirect_uris": [redirect], "token_endpoint_auth_method": "none"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let client_id = client["client_id"].as_str().unwrap();
+    let (code, _) = chatroom::domain::oauth::mint_connect_code(
+        s.store.as_ref(),
+        Grant {
+            agent: "phone".into(),
+            room: "lobby".into(),
+            ..Grant::default()
+        },
+        15,
+    )
+    .await
+    .unwrap();
+    let verifier = "v".repeat(50);
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()));
+    let form = |pairs: &[(&str, &str)]| {
+        url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .finish()
+    };
+    let query = form(&[
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", redirect),
+        ("code_challenge", &challenge),
+        ("code_challenge_method", "S256"),
+    ]);
+    let page = http
+        .get(format!("{}/oauth/authorize?{query}", s.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the consent form's csrf field");
+    let approve = form(&[
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", redirect),
+        ("code_challenge", &challenge),
+        ("code_challenge_method", "S256"),
+        ("scope", "chatroom"),
+        ("csrf", csrf),
+        ("connect_code", code.expose()),
+        ("decision", "approve"),
+    ]);
+    let answer = http
+        .post(format!("{}/oauth/authorize", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(approve)
+        .send()
+        .await
+        .unwrap();
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    let url = reqwest::Url::parse(&location).unwrap();
+    let auth_code = url
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.into_owned())
+        .expect("an authorization code");
+    let tokens: Value = http
+        .post(format!("{}/oauth/token", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[
+            ("grant_type", "authorization_code"),
+            ("code", &auth_code),
+            ("client_id", client_id),
+            ("redirect_uri", redirect),
+            ("code_verifier", &verifier),
+        ]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    tokens["access_token"]
+        .as_str()
+        .expect("an access token")
+        .to_owned()
+}
+
 /// `admin copy` moves a SQLite instance with everything in it to an empty
 /// PostgreSQL database: every table's rows arrive (counts), the same tokens
 /// work, the copy answers as the original did, new ids come after the old
@@ -562,6 +668,19 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
     alice
         .call("post_message", json!({"body": "unread by lead"}))
         .await;
+    // An app signed in with OAuth (and a connect code left for later).
+    let app_token = oauth_sign_in(&src).await;
+    chatroom::domain::oauth::mint_connect_code(
+        src.store.as_ref(),
+        Grant {
+            agent: "later".into(),
+            room: "lobby".into(),
+            ..Grant::default()
+        },
+        60,
+    )
+    .await
+    .unwrap();
     let before = answers(&lead, task, file).await;
     let before_alice = answers(&alice, task, file).await;
     let lead_cursor = src.store.cursor("lobby", "lead").await.unwrap();
@@ -613,6 +732,8 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
     // The same tokens work and the copy answers the same; the cursors came
     // along, so whats_new continues where it stopped.
     let (alice2, lead2) = (copy.mcp(&tokens.0), copy.mcp(&tokens.1));
+    let app = copy.mcp(&app_token).call("whoami", json!({})).await;
+    assert_eq!(app["agent"], "phone", "the OAuth grant came along");
     assert_eq!(answers(&lead2, task, file).await, before);
     assert_eq!(answers(&alice2, task, file).await, before_alice);
     let news = lead2.call("whats_new", json!({})).await;

@@ -25,7 +25,10 @@ async fn v1_needs_a_token() {
             let a = c.get(path).await;
             assert_eq!(a.status, 401, "{path}");
             assert_eq!(a.code(), "unauthorized", "{path}");
-            assert_eq!(a.header("www-authenticate"), "Bearer");
+            assert!(
+                a.header("www-authenticate")
+                    .starts_with("Bearer resource_metadata=")
+            );
         }
         let a = c.post("/v1/messages", json!({"body": "hi"})).await;
         assert_eq!(a.status, 401);
@@ -414,4 +417,74 @@ async fn v1_calls_are_rate_limited() {
     let a = alice.get("/v1/tasks").await;
     assert_eq!((a.status, a.code()), (429, "rate_limited"));
     assert!(a.header("retry-after").parse::<u64>().unwrap() >= 1);
+}
+
+/// `projA` and `proja` are two rooms over REST and MCP alike: each path and
+/// `?room=` reaches its own room, a token granted one is refused the other,
+/// and names come back exactly as written.
+#[tokio::test]
+async fn room_names_keep_their_case() {
+    let s = TestServer::start().await;
+    s.room("projA").await;
+    s.room("proja").await;
+    let both = Rest::new(
+        &s.url,
+        &s.token_with(Grant {
+            agent: "alice".into(),
+            room: "projA".into(),
+            also_rooms: vec!["proja".into()],
+            ..Grant::default()
+        })
+        .await,
+    );
+    let only_upper = s.token("bob", "projA").await;
+    let a = both
+        .post("/v1/rooms/projA/info", json!({"description": "upper"}))
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.json);
+    let a = both
+        .post("/v1/rooms/proja/info", json!({"description": "lower"}))
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.json);
+    assert_eq!(
+        both.get("/v1/rooms/projA/info").await.json["description"],
+        "upper"
+    );
+    assert_eq!(
+        both.get("/v1/rooms/proja/info").await.json["description"],
+        "lower"
+    );
+    assert_eq!(both.get("/v1/rooms/PROJA/info").await.status, 403);
+
+    let a = both
+        .post("/v1/messages?room=proja", json!({"body": "down here"}))
+        .await;
+    assert_eq!(a.status, 201, "{:?}", a.json);
+    assert_eq!(a.json["room"], "proja");
+    let a = both.get("/v1/messages?room=projA").await;
+    assert_eq!(
+        a.json["messages"].as_array().unwrap().len(),
+        0,
+        "{:?}",
+        a.json
+    );
+    let a = both.get("/v1/messages?room=proja").await;
+    assert_eq!(a.json["messages"][0]["body"], "down here");
+    let names: Vec<String> = both.get("/v1/rooms").await.json["rooms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["projA", "proja"]);
+
+    let bob = s.mcp(&only_upper);
+    let me = bob.call("whoami", json!({})).await;
+    assert_eq!(me["room"], "projA", "{me}");
+    assert_eq!(
+        bob.refused("read_messages", json!({"room": "proja"})).await,
+        "forbidden"
+    );
+    let read = bob.call("read_messages", json!({"room": "projA"})).await;
+    assert_eq!(read["room"], "projA", "{read}");
 }

@@ -12,7 +12,7 @@ use crate::clock::{fmt_ts, now_ms};
 use crate::db;
 use crate::domain::model::RoomInfo;
 use crate::domain::store::Store;
-use crate::domain::{rooms, tokens};
+use crate::domain::{limits, oauth, rooms, tokens};
 
 #[derive(Args)]
 pub struct AdminArgs {
@@ -35,7 +35,7 @@ enum AdminCommand {
     Init,
     /// Create a room.
     AddRoom {
-        /// Room name: 1-64 characters of a-z, 0-9, `-`, `_` and `.`.
+        /// Room name: 1-64 chars of A-Z a-z 0-9 - _ . (kept as written)
         name: String,
         #[arg(long)]
         description: Option<String>,
@@ -65,7 +65,7 @@ enum AdminCommand {
         /// The agent's name (its identity in every room).
         #[arg(long)]
         agent: String,
-        /// The token's default room (must exist).
+        /// The token's default room (created when it does not exist yet).
         #[arg(long)]
         room: String,
         /// Another room this token may use (repeatable).
@@ -90,7 +90,42 @@ enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
-    /// List tokens (never the raw values, which are not stored).
+    /// Mint a one-time connect code for an app that signs in with OAuth
+    /// (claude.ai, Claude Desktop and mobile, ChatGPT, Claude Code): the app
+    /// becomes this agent once its user enters the code on the sign-in page.
+    Connect {
+        /// The agent's name (its identity in every room).
+        #[arg(long)]
+        agent: String,
+        /// The default room (must exist).
+        #[arg(long)]
+        room: String,
+        /// Another room the app may use (repeatable).
+        #[arg(long = "also-room")]
+        also_rooms: Vec<String>,
+        /// Observer: read tools only.
+        #[arg(long)]
+        readonly: bool,
+        /// Room admin: retention, room deletion, any file.
+        #[arg(long)]
+        admin: bool,
+        /// Every room on the server.
+        #[arg(long)]
+        all_rooms: bool,
+        /// Leader: reviews, cancels, assigns.
+        #[arg(long)]
+        lead: bool,
+        /// A skill the agent has (repeatable).
+        #[arg(long = "skill")]
+        skills: Vec<String>,
+        /// How long the code stays valid, in minutes.
+        #[arg(long, default_value_t = 15)]
+        ttl_minutes: i64,
+        /// Print one JSON object instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tokens and OAuth grants (never the raw values, which are not stored).
     ListTokens {
         #[arg(long)]
         json: bool,
@@ -145,6 +180,18 @@ enum AdminCommand {
         #[arg(long)]
         to: String,
     },
+    /// Bring a ChatRoomMCP instance over from its SQLite file: rooms, tokens
+    /// (they keep working), board, chat, files, events and cursors. Stop the
+    /// old server first; the file itself is only read.
+    #[command(name = "import-chatroommcp")]
+    ImportChatroommcp {
+        /// The ChatRoomMCP database file (its CHATROOM_DB, e.g. data/chatroom.db).
+        path: std::path::PathBuf,
+        /// The database to import into: sqlite://PATH or postgres://… (default:
+        /// the configured one, --db / CHATROOM_DATABASE_URL).
+        #[arg(long)]
+        to: Option<String>,
+    },
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
@@ -190,6 +237,10 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     }
     if let AdminCommand::Copy { from, to } = &args.command {
         return super::copy::run(from, to).await;
+    }
+    if let AdminCommand::ImportChatroommcp { path, to } = &args.command {
+        let to = to.as_deref().map(super::copy::url).unwrap_or(url);
+        return super::import::run(path, &to).await;
     }
     // Which database, said on stderr (stdout stays the command's own), so
     // a command run in the wrong folder does not pass unnoticed.
@@ -323,6 +374,13 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             skills,
             json,
         } => {
+            // The whole grant is checked before a missing room is created.
+            crate::domain::names::check_agent(&agent)?;
+            for skill in &skills {
+                limits::non_empty("skill", skill)?;
+                limits::check("skill", skill, limits::SKILL)?;
+            }
+            create_missing_rooms(store.as_ref(), std::iter::once(&room).chain(&also_rooms)).await?;
             let grant = tokens::Grant {
                 agent,
                 room,
@@ -346,10 +404,55 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 println!("{}", secret.expose());
             }
         }
+        AdminCommand::Connect {
+            agent,
+            room,
+            also_rooms,
+            readonly,
+            admin,
+            all_rooms,
+            lead,
+            skills,
+            ttl_minutes,
+            json,
+        } => {
+            let grant = tokens::Grant {
+                agent,
+                room,
+                also_rooms,
+                readonly,
+                admin,
+                all_rooms,
+                lead,
+                skills,
+            };
+            let (code, info) = oauth::mint_connect_code(store.as_ref(), grant, ttl_minutes).await?;
+            if json {
+                let mut v = json!(info);
+                v["code"] = json!(code.expose());
+                v["ttl_minutes"] = json!(ttl_minutes);
+                println!("{v}");
+            } else {
+                eprintln!(
+                    "connect code for agent {} in room {} (one use, valid {ttl_minutes} min): \
+                     add the server's /mcp URL to the app as a custom connector, and enter \
+                     this code on the sign-in page it opens:",
+                    info.agent, info.room
+                );
+                println!("{}", code.expose());
+            }
+        }
         AdminCommand::ListTokens { json } => {
             let list = store.list_tokens().await?;
+            let grants = store.oauth_list_grants().await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                let mut all: Vec<serde_json::Value> = list.iter().map(|t| json!(t)).collect();
+                for g in &grants {
+                    let mut v = json!(g);
+                    v["kind"] = json!("oauth");
+                    all.push(v);
+                }
+                println!("{}", serde_json::to_string_pretty(&all)?);
             } else {
                 println!(
                     "{:<5} {:<20} {:<20} {:<28} {:<24} STATE",
@@ -382,6 +485,36 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                         room,
                         flags.join(","),
                         t.last_seen.map(fmt_ts).unwrap_or_else(|| "never".into()),
+                    );
+                }
+                for g in grants {
+                    let mut flags = Vec::new();
+                    for (on, name) in [
+                        (g.readonly, "readonly"),
+                        (g.admin, "admin"),
+                        (g.all_rooms, "all_rooms"),
+                        (g.lead, "lead"),
+                    ] {
+                        if on {
+                            flags.push(name);
+                        }
+                    }
+                    let state = match g.revoked_ts {
+                        Some(ts) => format!("revoked {}", fmt_ts(ts)),
+                        None => "active".into(),
+                    };
+                    let mut room = g.room.clone();
+                    if !g.also_rooms.is_empty() {
+                        room = format!("{room} +{}", g.also_rooms.len());
+                    }
+                    println!(
+                        "{:<5} {:<20} {:<20} {:<28} {:<24} {state}, OAuth app {:?}",
+                        format!("g{}", g.id),
+                        g.agent,
+                        room,
+                        flags.join(","),
+                        "-",
+                        g.client_name,
                     );
                 }
             }
@@ -427,6 +560,10 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
         }
         // `run` handles it before opening --db; here for completeness.
         AdminCommand::Copy { from, to } => return super::copy::run(&from, &to).await,
+        // `run` handles it: the source is checked before any database opens.
+        AdminCommand::ImportChatroommcp { .. } => {
+            anyhow::bail!("import-chatroommcp needs its destination URL (see `run`)")
+        }
         AdminCommand::DeleteRoom { room, .. } => {
             crate::domain::names::check_room(&room)?;
             if !store.delete_room(&room).await? {
@@ -440,4 +577,29 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
         AdminCommand::Backup { path } => return super::export::backup(store.as_ref(), &path).await,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Creates each named room that does not exist yet, saying so on stderr: a
+/// token for a new room is how ChatRoomMCP users start one, and their
+/// scripts do it that way. Every name is checked before any is created.
+async fn create_missing_rooms(
+    store: &dyn Store,
+    names: impl Iterator<Item = &String>,
+) -> anyhow::Result<()> {
+    let names: Vec<&String> = names.collect();
+    for name in &names {
+        crate::domain::names::check_room(name)?;
+    }
+    for name in names {
+        if store.get_room(name).await?.is_some() {
+            continue;
+        }
+        match rooms::create(store, name, RoomInfo::default()).await {
+            Ok(_) => eprintln!("room {name} did not exist: created it"),
+            // Created meanwhile by someone else: it exists, which is all we need.
+            Err(crate::error::Error::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }

@@ -18,7 +18,7 @@ fn page_size(table: &str) -> i64 {
 }
 
 /// A database URL from what the user typed (a bare path is a SQLite file).
-fn url(arg: &str) -> String {
+pub(super) fn url(arg: &str) -> String {
     if arg.contains("://") {
         arg.to_owned()
     } else {

@@ -7,6 +7,7 @@ mod copy;
 mod doctor;
 mod export;
 mod hook;
+mod import;
 mod quickstart;
 mod watch;
 mod worker;

@@ -24,8 +24,14 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolO
 use sqlx::{AssertSqlSafe, Row};
 use tokio_util::sync::CancellationToken;
 
+mod oauth;
+
 use super::*;
 use crate::domain::EventBus;
+use crate::domain::oauth::{
+    CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
+    OAuthTokenRecord,
+};
 use crate::error::Error;
 
 /// The channel every event is announced on.
@@ -1378,6 +1384,61 @@ impl Store for PostgresStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    // OAuth: see `postgres/oauth.rs`.
+    async fn oauth_insert_client(&self, client: &OAuthClient) -> Result<()> {
+        self.oauth_insert_client_impl(client).await
+    }
+    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
+        self.oauth_client_impl(client_id).await
+    }
+    async fn oauth_count_clients(&self) -> Result<i64> {
+        self.oauth_count_clients_impl().await
+    }
+    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
+        self.oauth_insert_connect_code_impl(code).await
+    }
+    async fn oauth_approve(
+        &self,
+        connect_hash: &str,
+        client_id: &str,
+        client_name: &str,
+        code: &NewAuthCode,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        self.oauth_approve_impl(connect_hash, client_id, client_name, code, now)
+            .await
+    }
+    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
+        self.oauth_take_auth_code_impl(hash, now).await
+    }
+    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
+        self.oauth_insert_tokens_impl(tokens).await
+    }
+    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
+        self.oauth_token_impl(hash).await
+    }
+    async fn oauth_spend_token(&self, hash: &str, now: i64) -> Result<bool> {
+        self.oauth_spend_token_impl(hash, now).await
+    }
+    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
+        self.oauth_revoke_grant_impl(grant_id, now).await
+    }
+    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
+        self.oauth_revoke_agent_impl(agent, now).await
+    }
+    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
+        self.oauth_list_grants_impl().await
+    }
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
+        self.oauth_purge_grants_impl(revoked_before).await
+    }
+    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
+        self.oauth_key_impl(name, fresh).await
+    }
+    async fn oauth_prune(&self, now: i64) -> Result<u64> {
+        self.oauth_prune_impl(now).await
     }
 }
 

@@ -10,6 +10,7 @@ pub mod files;
 pub mod limits;
 pub mod model;
 pub mod names;
+pub mod oauth;
 pub mod presence;
 pub mod rooms;
 pub mod store;

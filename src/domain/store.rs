@@ -7,6 +7,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::EventBus;
 use crate::domain::model::*;
+use crate::domain::oauth::{
+    CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
+    OAuthTokenRecord,
+};
 use crate::error::Result;
 
 /// The storage contract. Both backends pass the same tests
@@ -162,4 +166,42 @@ pub trait Store: Send + Sync + 'static {
     async fn id_high_water(&self, table: &str) -> Result<i64>;
     /// Makes the ids handed out next in `table` come after `high`.
     async fn set_id_floor(&self, table: &str, high: i64) -> Result<()>;
+
+    // OAuth (SPEC §2a): clients, connect codes, grants, authorization codes
+    // and tokens, every secret by its SHA-256 (see `domain::oauth`).
+    async fn oauth_insert_client(&self, client: &OAuthClient) -> Result<()>;
+    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>>;
+    async fn oauth_count_clients(&self) -> Result<i64>;
+    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()>;
+    /// In one transaction: spends the unused, unexpired connect code with
+    /// `connect_hash`, creates the grant it names for the client, stores
+    /// `code` for that grant and marks the client used. `None` (nothing
+    /// changed) when no such connect code is left.
+    async fn oauth_approve(
+        &self,
+        connect_hash: &str,
+        client_id: &str,
+        client_name: &str,
+        code: &NewAuthCode,
+        now: i64,
+    ) -> Result<Option<i64>>;
+    /// Spends the authorization code with `hash` (or finds it spent).
+    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake>;
+    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()>;
+    /// The access or refresh token with `hash` and its grant.
+    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>>;
+    /// Spends the unspent token with `hash`; `false` when it was spent already.
+    async fn oauth_spend_token(&self, hash: &str, now: i64) -> Result<bool>;
+    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool>;
+    /// Revokes every grant of `agent`; returns how many.
+    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64>;
+    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>>;
+    /// Deletes grants revoked before `revoked_before` (with their tokens).
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64>;
+    /// The server key `name`, stored as `fresh` if there was none yet (every
+    /// replica gets the same one).
+    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String>;
+    /// Forgets what has expired as of `now`: unused registrations after a
+    /// day, spent or expired codes and tokens, grants left with no token.
+    async fn oauth_prune(&self, now: i64) -> Result<u64>;
 }

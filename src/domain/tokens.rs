@@ -77,6 +77,9 @@ pub async fn mint(store: &dyn Store, grant: Grant) -> Result<(Secret, TokenRecor
 /// The lookup is by hash on a unique index: the raw value never reaches SQL
 /// and no timing depends on how much of it matched.
 pub async fn verify(store: &dyn Store, raw: &str) -> Result<Option<Caller>> {
+    if raw.starts_with(crate::domain::oauth::ACCESS_PREFIX) {
+        return crate::domain::oauth::verify_access(store, raw).await;
+    }
     if !raw.starts_with(token::PREFIX) || raw.len() > 200 {
         return Ok(None);
     }
@@ -87,9 +90,10 @@ pub async fn verify(store: &dyn Store, raw: &str) -> Result<Option<Caller>> {
         .map(|t| Caller::new(t, hash)))
 }
 
-/// Revokes every token of `agent`; returns how many.
+/// Revokes every token of `agent`, its OAuth grants included; returns how many.
 pub async fn revoke(store: &dyn Store, agent: &str) -> Result<u64> {
-    store.revoke_agent(agent, now_ms()).await
+    Ok(store.revoke_agent(agent, now_ms()).await?
+        + store.oauth_revoke_agent(agent, now_ms()).await?)
 }
 
 /// Deletes tokens revoked more than `days` ago; returns how many.
@@ -97,5 +101,6 @@ pub async fn purge(store: &dyn Store, days: i64) -> Result<u64> {
     if !(0..=36_500).contains(&days) {
         return Err(Error::invalid("older_than_days must be from 0 to 36500"));
     }
-    store.purge_tokens(now_ms() - days * 86_400_000).await
+    let cutoff = now_ms() - days * 86_400_000;
+    Ok(store.purge_tokens(cutoff).await? + store.oauth_purge_grants(cutoff).await?)
 }

@@ -49,6 +49,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/v1/admin/tokens", post(mint_token))
         .route("/v1/admin/tokens/revoke", post(revoke_tokens))
         .route("/v1/admin/tokens/purge", post(purge_tokens))
+        .route("/v1/admin/connect", post(connect_app))
         .route_layer(middleware::from_fn(server_admin_only))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .route_layer(middleware::from_fn(scrub_errors));
@@ -309,14 +310,13 @@ async fn get_state(
     let rooms = store.list_rooms(state.core.clock.now_ms()).await?;
     let tokens = store.list_tokens().await?;
     let log = store.admin_log(posture::LOG_ENTRIES).await?;
-    Ok(Json(posture::state_view(
-        &state,
-        &headers,
-        &actor.caller,
-        &rooms,
-        &tokens,
-        &log,
-    )))
+    let mut view = posture::state_view(&state, &headers, &actor.caller, &rooms, &tokens, &log);
+    // Apps signed in with OAuth, with their app's name (never a token).
+    view["oauth"] = json!({
+        "enabled": state.config.oauth,
+        "grants": store.oauth_list_grants().await?,
+    });
+    Ok(Json(view))
 }
 
 #[derive(Deserialize)]
@@ -667,4 +667,95 @@ mod tests {
         assert!(super::refuse_token_like([("agent", Some(raw))]).is_err());
         assert!(super::refuse_token_like([("agent", Some("cr_bot")), ("x", None)]).is_ok());
     }
+}
+
+// ---------------------------------------------------------------------------
+// Connect an app (OAuth sign-in, SPEC §2a)
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConnectBody {
+    agent: String,
+    room: String,
+    #[serde(default)]
+    also_rooms: Vec<String>,
+    #[serde(default)]
+    readonly: bool,
+    #[serde(default)]
+    admin: bool,
+    #[serde(default)]
+    all_rooms: bool,
+    #[serde(default)]
+    lead: bool,
+    #[serde(default)]
+    skills: Vec<String>,
+    #[serde(default = "default_connect_minutes")]
+    ttl_minutes: i64,
+}
+
+fn default_connect_minutes() -> i64 {
+    15
+}
+
+/// Mints a one-time connect code for an app that signs in with OAuth, and
+/// answers it once with the `/mcp` URLs and the steps for each app.
+async fn connect_app(
+    State(state): State<AppState>,
+    actor: Actor,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<ConnectBody>,
+) -> Result<Response> {
+    if !state.config.oauth {
+        return Err(Error::invalid(
+            "OAuth sign-in is off on this server (CHATROOM_OAUTH=off)",
+        ));
+    }
+    let b = &body;
+    refuse_token_like(
+        std::iter::once(("agent", Some(b.agent.as_str())))
+            .chain(b.skills.iter().map(|s| ("skills", Some(s.as_str())))),
+    )?;
+    let grant = tokens::Grant {
+        agent: b.agent.trim().to_owned(),
+        room: b.room.trim().to_owned(),
+        also_rooms: trimmed(b.also_rooms.clone()),
+        readonly: b.readonly,
+        admin: b.admin,
+        all_rooms: b.all_rooms,
+        lead: b.lead,
+        skills: trimmed(b.skills.clone()),
+    };
+    let (code, info) =
+        crate::domain::oauth::mint_connect_code(state.core.store.as_ref(), grant, body.ttl_minutes)
+            .await?;
+    let whole_server = info.admin && info.all_rooms;
+    let target = format!(
+        "agent {} (connect code, room {}, {} min)",
+        info.agent, info.room, body.ttl_minutes
+    );
+    record(&state, &actor, "oauth.connect", target, whole_server).await;
+    let (lan, remote) = setup::base_urls(&state.config, &headers);
+    let mcp = |base: &str| format!("{}/mcp", base.trim_end_matches('/'));
+    let name = format!("chatroom-{}", info.room);
+    let mut v = json!(info);
+    v["ttl_minutes"] = json!(body.ttl_minutes);
+    v["whole_server_admin"] = json!(whole_server);
+    v["mcp_url"] = json!({"lan": mcp(&lan.url), "remote": mcp(&remote.url)});
+    v["steps"] = json!({
+        "claude_ai": format!(
+            "claude.ai, Claude Desktop or the Claude mobile app: Settings → Connectors → Add custom connector → URL {} → Add, then Connect, and enter the code on the page that opens.",
+            mcp(&remote.url)
+        ),
+        "chatgpt": format!(
+            "ChatGPT: Settings → Connectors (developer mode) → Create → URL {}, authentication OAuth, then enter the code on the page that opens.",
+            mcp(&remote.url)
+        ),
+        "claude_code": format!(
+            "claude mcp add --transport http {} {}   (no header: in a session, /mcp → Authenticate, then enter the code)",
+            setup::shell_quote(&name),
+            setup::shell_quote(&mcp(&lan.url))
+        ),
+    });
+    v["code"] = json!(code.expose());
+    Ok((StatusCode::CREATED, Json(v)).into_response())
 }

@@ -3,6 +3,7 @@
 //! submodule contributes its routes here.
 
 pub mod admin;
+pub mod oauth;
 pub mod rest;
 pub mod shared;
 pub mod sse;
@@ -22,6 +23,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .merge(ui::routes(state.clone()))
         .merge(admin::routes(state.clone()))
         .merge(shared::routes())
+        .merge(oauth::routes(state.clone()))
 }
 
 /// `GET /`: a small page that says what this server is and where to go,

@@ -260,7 +260,10 @@ impl Feed {
             .store
             .token_by_hash(&self.token_hash)
             .await?
-            .is_some_and(|t| t.revoked_ts.is_none());
+            .is_some_and(|t| t.revoked_ts.is_none())
+            || crate::domain::oauth::access_by_hash(self.core.store.as_ref(), &self.token_hash)
+                .await?
+                .is_some();
         if valid {
             Ok(())
         } else {

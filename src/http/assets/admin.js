@@ -541,3 +541,90 @@
     offerDashboard();
   });
 }());
+
+// Connect an app (OAuth sign-in): a button beside "Mint token" that mints a
+// one-time connect code with the same choices, shown once in its own dialog
+// with the steps for each app. Kept apart from the rest of the console.
+(function () {
+  'use strict';
+  const KEY = 'chatroom-admin-token';
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    Object.assign(node, props || {});
+    for (const c of children) node.append(c);
+    return node;
+  }
+  document.addEventListener('DOMContentLoaded', () => {
+    const form = document.getElementById('mint-form');
+    const submit = document.getElementById('mint-submit');
+    if (!form || !submit) return;
+    const button = el('button', { type: 'button', id: 'connect-submit', textContent: 'Connect an app' });
+    button.title = 'A one-time code for claude.ai, Claude Desktop or mobile, ChatGPT or Claude Code to sign in with';
+    submit.after(' ', button);
+    const dialog = el('dialog', { id: 'connect-dialog', className: 'modal wide-modal' });
+    document.body.append(dialog);
+    dialog.addEventListener('close', () => dialog.replaceChildren());
+    const apps = el('button', { type: 'button', id: 'connect-apps', textContent: 'Signed-in apps' });
+    apps.title = 'Apps that signed in with a connect code (OAuth)';
+    button.after(' ', apps);
+    apps.addEventListener('click', async () => {
+      const resp = await fetch('/v1/admin/state', {
+        headers: { 'Authorization': `Bearer ${sessionStorage.getItem(KEY) || ''}` },
+      });
+      const s = await resp.json().catch(() => ({}));
+      const grants = (s.oauth && s.oauth.grants) || [];
+      const rows = grants.map((g) => el('li', {},
+        el('strong', { textContent: g.agent }), ` in ${g.room}${g.also_rooms.length ? ' +' + g.also_rooms.length : ''} · `,
+        `app “${g.client_name}” · since ${g.created_ts}`,
+        g.revoked_ts ? ` · revoked ${g.revoked_ts}` : ' · active'));
+      dialog.replaceChildren(
+        el('h2', { textContent: 'Signed-in apps' }),
+        grants.length ? el('ul', { id: 'connect-apps-list' }, ...rows)
+          : el('p', { textContent: 'No app has signed in yet.' }),
+        el('p', { textContent: 'Revoking the agent (in the tokens list) ends its apps\' access at once.' }),
+        el('div', { className: 'actions' }, el('button', { type: 'button', className: 'primary', textContent: 'Close', onclick: () => dialog.close() })),
+      );
+      dialog.showModal();
+    });
+    button.addEventListener('click', async () => {
+      if (!form.reportValidity()) return;
+      const value = (name) => (form.elements[name] ? form.elements[name].value.trim() : '');
+      const split = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
+      const body = {
+        agent: value('agent'),
+        room: value('room'),
+        also_rooms: split(value('also_rooms')),
+        skills: split(value('skills')),
+        readonly: document.getElementById('mint-readonly').checked,
+        lead: document.getElementById('mint-lead').checked,
+        admin: document.getElementById('mint-admin').checked,
+        all_rooms: document.getElementById('mint-all').checked,
+        ttl_minutes: 15,
+      };
+      const resp = await fetch('/v1/admin/connect', {
+        method: 'POST',
+        headers: { 'Authorization': `Bearer ${sessionStorage.getItem(KEY) || ''}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      const r = await resp.json().catch(() => ({}));
+      if (!resp.ok) {
+        dialog.replaceChildren(el('p', { className: 'warn', textContent: (r.error && r.error.message) || `HTTP ${resp.status}` }),
+          el('button', { type: 'button', textContent: 'Close', onclick: () => dialog.close() }));
+        dialog.showModal();
+        return;
+      }
+      dialog.replaceChildren(
+        el('h2', { textContent: `Connect an app as ${r.agent}` }),
+        el('p', { textContent: `Room ${r.room}. One use, valid ${r.ttl_minutes} minutes. Shown once.` }),
+        el('p', {}, el('code', { className: 'token', id: 'connect-code', textContent: r.code })),
+        el('ol', {},
+          el('li', { textContent: r.steps.claude_ai }),
+          el('li', { textContent: r.steps.chatgpt }),
+          el('li', {}, 'Claude Code: ', el('code', { textContent: r.steps.claude_code }))),
+        el('p', { textContent: `LAN: ${r.mcp_url.lan} · remote: ${r.mcp_url.remote}` }),
+        el('div', { className: 'actions' }, el('button', { type: 'button', className: 'primary', textContent: 'Done', onclick: () => dialog.close() })),
+      );
+      dialog.showModal();
+    });
+  });
+}());

@@ -1,0 +1,323 @@
+//! The OAuth tables on PostgreSQL (see `domain::oauth` for what they mean).
+//! The `Store` methods of the trait's OAuth block delegate here. Every
+//! single-use rule (connect codes, authorization codes, refresh tokens) is a
+//! guarded `UPDATE … RETURNING`, so it holds across replicas.
+
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use super::PostgresStore;
+use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
+use crate::domain::oauth::{
+    CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
+    OAuthTokenRecord,
+};
+use crate::error::Result;
+
+fn grant_from_row(r: &PgRow) -> GrantRecord {
+    GrantRecord {
+        id: r.get("id"),
+        client_id: r.get("client_id"),
+        client_name: r.get("client_name"),
+        agent: r.get("agent"),
+        room: r.get("room"),
+        also_rooms: r.get("also_rooms"),
+        readonly: r.get("readonly"),
+        admin: r.get("admin"),
+        all_rooms: r.get("all_rooms"),
+        lead: r.get("lead"),
+        skills: r.get("skills"),
+        created_ts: r.get("created_ts"),
+        revoked_ts: r.get("revoked_ts"),
+    }
+}
+
+impl PostgresStore {
+    pub(super) async fn oauth_insert_client_impl(&self, c: &OAuthClient) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO oauth_clients (client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&c.client_id)
+        .bind(&c.secret_hash)
+        .bind(&c.client_name)
+        .bind(&c.redirect_uris)
+        .bind(&c.auth_method)
+        .bind(c.created_ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn oauth_client_impl(&self, client_id: &str) -> Result<Option<OAuthClient>> {
+        let row = sqlx::query("SELECT * FROM oauth_clients WHERE client_id = $1")
+            .bind(client_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| OAuthClient {
+            client_id: r.get("client_id"),
+            secret_hash: r.get("secret_hash"),
+            client_name: r.get("client_name"),
+            redirect_uris: r.get("redirect_uris"),
+            auth_method: r.get("auth_method"),
+            created_ts: r.get("created_ts"),
+            used_ts: r.get("used_ts"),
+        }))
+    }
+
+    pub(super) async fn oauth_count_clients_impl(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM oauth_clients")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    pub(super) async fn oauth_insert_connect_code_impl(&self, code: &NewConnectCode) -> Result<()> {
+        let g = &code.grant;
+        sqlx::query(
+            "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&code.hash)
+        .bind(&g.agent)
+        .bind(&g.room)
+        .bind(&g.also_rooms)
+        .bind(g.readonly)
+        .bind(g.admin)
+        .bind(g.all_rooms)
+        .bind(g.lead)
+        .bind(&g.skills)
+        .bind(code.created_ts)
+        .bind(code.expires_ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn oauth_approve_impl(
+        &self,
+        connect_hash: &str,
+        client_id: &str,
+        client_name: &str,
+        code: &NewAuthCode,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        let mut tx = self.pool.begin().await?;
+        // One statement spends the code and creates the grant: of two
+        // approvals racing with one code (on any replicas), one finds it.
+        let grant_id: Option<i64> = sqlx::query_scalar(
+            "WITH spent AS (UPDATE oauth_connect_codes SET used_ts = $2 \
+                 WHERE hash = $1 AND used_ts IS NULL AND expires_ts > $2 \
+                 RETURNING agent, room, also_rooms, readonly, admin, all_rooms, lead, skills) \
+             INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
+             SELECT $3, $4, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, $2 FROM spent \
+             RETURNING id",
+        )
+        .bind(connect_hash)
+        .bind(now)
+        .bind(client_id)
+        .bind(client_name)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(grant_id) = grant_id else {
+            return Ok(None);
+        };
+        sqlx::query(
+            "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&code.hash)
+        .bind(grant_id)
+        .bind(&code.client_id)
+        .bind(&code.redirect_uri)
+        .bind(&code.code_challenge)
+        .bind(&code.resource)
+        .bind(now)
+        .bind(code.expires_ts)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE oauth_clients SET used_ts = $2 WHERE client_id = $1 AND used_ts IS NULL",
+        )
+        .bind(client_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(grant_id))
+    }
+
+    pub(super) async fn oauth_take_auth_code_impl(&self, hash: &str, now: i64) -> Result<CodeTake> {
+        let fresh = sqlx::query(
+            "UPDATE oauth_auth_codes SET used_ts = $2 WHERE hash = $1 AND used_ts IS NULL \
+             RETURNING grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts",
+        )
+        .bind(hash)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some(r) = fresh {
+            return Ok(CodeTake::Fresh(AuthCode {
+                grant_id: r.get("grant_id"),
+                client_id: r.get("client_id"),
+                redirect_uri: r.get("redirect_uri"),
+                code_challenge: r.get("code_challenge"),
+                resource: r.get("resource"),
+                expires_ts: r.get("expires_ts"),
+            }));
+        }
+        let spent: Option<i64> =
+            sqlx::query_scalar("SELECT grant_id FROM oauth_auth_codes WHERE hash = $1")
+                .bind(hash)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(match spent {
+            Some(grant_id) => CodeTake::Replayed { grant_id },
+            None => CodeTake::Unknown,
+        })
+    }
+
+    pub(super) async fn oauth_insert_tokens_impl(&self, tokens: &[NewOAuthToken]) -> Result<()> {
+        let now = crate::clock::now_ms();
+        let mut tx = self.pool.begin().await?;
+        for t in tokens {
+            sqlx::query(
+                "INSERT INTO oauth_tokens (hash, grant_id, kind, created_ts, expires_ts) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(&t.hash)
+            .bind(t.grant_id)
+            .bind(t.kind)
+            .bind(now)
+            .bind(t.expires_ts)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn oauth_token_impl(
+        &self,
+        hash: &str,
+    ) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
+        let row = sqlx::query(
+            "SELECT t.kind, t.expires_ts AS token_expires_ts, t.spent_ts, g.* \
+             FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = $1",
+        )
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| {
+            let grant = grant_from_row(&r);
+            (
+                OAuthTokenRecord {
+                    grant_id: grant.id,
+                    kind: r.get("kind"),
+                    expires_ts: r.get("token_expires_ts"),
+                    spent_ts: r.get("spent_ts"),
+                },
+                grant,
+            )
+        }))
+    }
+
+    pub(super) async fn oauth_spend_token_impl(&self, hash: &str, now: i64) -> Result<bool> {
+        Ok(sqlx::query(
+            "UPDATE oauth_tokens SET spent_ts = $2 WHERE hash = $1 AND spent_ts IS NULL",
+        )
+        .bind(hash)
+        .bind(now)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1)
+    }
+
+    pub(super) async fn oauth_revoke_grant_impl(&self, grant_id: i64, now: i64) -> Result<bool> {
+        Ok(sqlx::query(
+            "UPDATE oauth_grants SET revoked_ts = $2 WHERE id = $1 AND revoked_ts IS NULL",
+        )
+        .bind(grant_id)
+        .bind(now)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1)
+    }
+
+    pub(super) async fn oauth_revoke_agent_impl(&self, agent: &str, now: i64) -> Result<u64> {
+        Ok(sqlx::query(
+            "UPDATE oauth_grants SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
+        )
+        .bind(agent)
+        .bind(now)
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+
+    pub(super) async fn oauth_list_grants_impl(&self) -> Result<Vec<GrantRecord>> {
+        let rows = sqlx::query("SELECT * FROM oauth_grants ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(grant_from_row).collect())
+    }
+
+    pub(super) async fn oauth_purge_grants_impl(&self, revoked_before: i64) -> Result<u64> {
+        Ok(sqlx::query(
+            "DELETE FROM oauth_grants WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1",
+        )
+        .bind(revoked_before)
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+
+    pub(super) async fn oauth_key_impl(&self, name: &str, fresh: &str) -> Result<String> {
+        sqlx::query(
+            "INSERT INTO oauth_keys (name, value, created_ts) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(fresh)
+        .bind(crate::clock::now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM oauth_keys WHERE name = $1")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    pub(super) async fn oauth_prune_impl(&self, now: i64) -> Result<u64> {
+        let mut n = 0;
+        for (sql, cutoff) in [
+            (
+                "DELETE FROM oauth_clients WHERE used_ts IS NULL AND created_ts <= $1",
+                now - UNUSED_CLIENT_TTL_MS,
+            ),
+            (
+                "DELETE FROM oauth_connect_codes WHERE expires_ts <= $1",
+                now,
+            ),
+            (
+                "DELETE FROM oauth_auth_codes WHERE expires_ts <= $1",
+                now - AUTH_CODE_TTL_MS,
+            ),
+            ("DELETE FROM oauth_tokens WHERE expires_ts <= $1", now),
+            (
+                "DELETE FROM oauth_grants g WHERE g.revoked_ts IS NULL AND g.created_ts <= $1 \
+                 AND NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id) \
+                 AND NOT EXISTS (SELECT 1 FROM oauth_auth_codes a WHERE a.grant_id = g.id)",
+                now - AUTH_CODE_TTL_MS,
+            ),
+        ] {
+            n += sqlx::query(sql)
+                .bind(cutoff)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        }
+        Ok(n)
+    }
+}

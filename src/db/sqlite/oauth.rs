@@ -1,0 +1,377 @@
+//! The OAuth tables on SQLite (see `domain::oauth` for what they mean). The
+//! `Store` methods of the trait's OAuth block delegate here.
+
+use rusqlite::{Row, params};
+
+use super::{SqliteStore, exec, json_list, parse_list, row, rows};
+use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
+use crate::domain::oauth::{
+    CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
+    OAuthTokenRecord,
+};
+use crate::error::{Error, Result};
+
+macro_rules! grant_columns {
+    () => {
+        "g.id, g.client_id, g.client_name, g.agent, g.room, g.also_rooms, g.readonly, g.admin, \
+         g.all_rooms, g.lead, g.skills, g.created_ts, g.revoked_ts"
+    };
+}
+
+fn grant_from_row(r: &Row, at: usize) -> rusqlite::Result<GrantRecord> {
+    Ok(GrantRecord {
+        id: r.get(at)?,
+        client_id: r.get(at + 1)?,
+        client_name: r.get(at + 2)?,
+        agent: r.get(at + 3)?,
+        room: r.get(at + 4)?,
+        also_rooms: parse_list(&r.get::<_, String>(at + 5)?),
+        readonly: r.get(at + 6)?,
+        admin: r.get(at + 7)?,
+        all_rooms: r.get(at + 8)?,
+        lead: r.get(at + 9)?,
+        skills: parse_list(&r.get::<_, String>(at + 10)?),
+        created_ts: r.get(at + 11)?,
+        revoked_ts: r.get(at + 12)?,
+    })
+}
+
+impl SqliteStore {
+    pub(super) async fn oauth_insert_client_impl(&self, c: &OAuthClient) -> Result<()> {
+        self.write(|conn| {
+            exec(
+                conn,
+                "INSERT INTO oauth_clients (client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    c.client_id,
+                    c.secret_hash,
+                    c.client_name,
+                    json_list(&c.redirect_uris),
+                    c.auth_method,
+                    c.created_ts
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_client_impl(&self, client_id: &str) -> Result<Option<OAuthClient>> {
+        self.read(|c| {
+            row(
+                c,
+                "SELECT client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts, used_ts \
+                 FROM oauth_clients WHERE client_id = ?1",
+                [client_id],
+                |r| {
+                    Ok(OAuthClient {
+                        client_id: r.get(0)?,
+                        secret_hash: r.get(1)?,
+                        client_name: r.get(2)?,
+                        redirect_uris: parse_list(&r.get::<_, String>(3)?),
+                        auth_method: r.get(4)?,
+                        created_ts: r.get(5)?,
+                        used_ts: r.get(6)?,
+                    })
+                },
+            )
+        })
+    }
+
+    pub(super) async fn oauth_count_clients_impl(&self) -> Result<i64> {
+        self.read(|c| {
+            Ok(row(c, "SELECT COUNT(*) FROM oauth_clients", [], |r| r.get(0))?.unwrap_or(0))
+        })
+    }
+
+    pub(super) async fn oauth_insert_connect_code_impl(&self, code: &NewConnectCode) -> Result<()> {
+        let g = &code.grant;
+        self.write(|c| {
+            exec(
+                c,
+                "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    code.hash,
+                    g.agent,
+                    g.room,
+                    json_list(&g.also_rooms),
+                    g.readonly,
+                    g.admin,
+                    g.all_rooms,
+                    g.lead,
+                    json_list(&g.skills),
+                    code.created_ts,
+                    code.expires_ts
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_approve_impl(
+        &self,
+        connect_hash: &str,
+        client_id: &str,
+        client_name: &str,
+        code: &NewAuthCode,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        self.write(|c| {
+            // The guarded update is the single use: of two approvals racing
+            // with one code, one changes the row and the other finds none.
+            let spent = row(
+                c,
+                "UPDATE oauth_connect_codes SET used_ts = ?2 \
+                 WHERE hash = ?1 AND used_ts IS NULL AND expires_ts > ?2 \
+                 RETURNING agent, room, also_rooms, readonly, admin, all_rooms, lead, skills",
+                params![connect_hash, now],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, bool>(3)?,
+                        r.get::<_, bool>(4)?,
+                        r.get::<_, bool>(5)?,
+                        r.get::<_, bool>(6)?,
+                        r.get::<_, String>(7)?,
+                    ))
+                },
+            )?;
+            let Some((agent, room, also_rooms, readonly, admin, all_rooms, lead, skills)) = spent
+            else {
+                return Ok(None);
+            };
+            let grant_id: i64 = row(
+                c,
+                "INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
+                params![
+                    client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms,
+                    lead, skills, now
+                ],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
+            exec(
+                c,
+                "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    code.hash,
+                    grant_id,
+                    code.client_id,
+                    code.redirect_uri,
+                    code.code_challenge,
+                    code.resource,
+                    now,
+                    code.expires_ts
+                ],
+            )?;
+            exec(
+                c,
+                "UPDATE oauth_clients SET used_ts = ?2 WHERE client_id = ?1 AND used_ts IS NULL",
+                params![client_id, now],
+            )?;
+            Ok(Some(grant_id))
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_take_auth_code_impl(&self, hash: &str, now: i64) -> Result<CodeTake> {
+        self.write(|c| {
+            let fresh = row(
+                c,
+                "UPDATE oauth_auth_codes SET used_ts = ?2 WHERE hash = ?1 AND used_ts IS NULL \
+                 RETURNING grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts",
+                params![hash, now],
+                |r| {
+                    Ok(AuthCode {
+                        grant_id: r.get(0)?,
+                        client_id: r.get(1)?,
+                        redirect_uri: r.get(2)?,
+                        code_challenge: r.get(3)?,
+                        resource: r.get(4)?,
+                        expires_ts: r.get(5)?,
+                    })
+                },
+            )?;
+            if let Some(code) = fresh {
+                return Ok(CodeTake::Fresh(code));
+            }
+            let spent = row(
+                c,
+                "SELECT grant_id FROM oauth_auth_codes WHERE hash = ?1",
+                [hash],
+                |r| r.get(0),
+            )?;
+            Ok(match spent {
+                Some(grant_id) => CodeTake::Replayed { grant_id },
+                None => CodeTake::Unknown,
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_insert_tokens_impl(&self, tokens: &[NewOAuthToken]) -> Result<()> {
+        let now = crate::clock::now_ms();
+        self.write(|c| {
+            for t in tokens {
+                exec(
+                    c,
+                    "INSERT INTO oauth_tokens (hash, grant_id, kind, created_ts, expires_ts) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![t.hash, t.grant_id, t.kind, now, t.expires_ts],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_token_impl(
+        &self,
+        hash: &str,
+    ) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
+        self.read(|c| {
+            row(
+                c,
+                concat!(
+                    "SELECT t.grant_id, t.kind, t.expires_ts, t.spent_ts, ",
+                    grant_columns!(),
+                    " FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = ?1"
+                ),
+                [hash],
+                |r| {
+                    Ok((
+                        OAuthTokenRecord {
+                            grant_id: r.get(0)?,
+                            kind: r.get(1)?,
+                            expires_ts: r.get(2)?,
+                            spent_ts: r.get(3)?,
+                        },
+                        grant_from_row(r, 4)?,
+                    ))
+                },
+            )
+        })
+    }
+
+    pub(super) async fn oauth_spend_token_impl(&self, hash: &str, now: i64) -> Result<bool> {
+        self.write(|c| {
+            Ok(exec(
+                c,
+                "UPDATE oauth_tokens SET spent_ts = ?2 WHERE hash = ?1 AND spent_ts IS NULL",
+                params![hash, now],
+            )? == 1)
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_revoke_grant_impl(&self, grant_id: i64, now: i64) -> Result<bool> {
+        self.write(|c| {
+            Ok(exec(
+                c,
+                "UPDATE oauth_grants SET revoked_ts = ?2 WHERE id = ?1 AND revoked_ts IS NULL",
+                params![grant_id, now],
+            )? == 1)
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_revoke_agent_impl(&self, agent: &str, now: i64) -> Result<u64> {
+        self.write(|c| {
+            exec(
+                c,
+                "UPDATE oauth_grants SET revoked_ts = ?2 WHERE agent = ?1 AND revoked_ts IS NULL",
+                params![agent, now],
+            )
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_list_grants_impl(&self) -> Result<Vec<GrantRecord>> {
+        self.read(|c| {
+            rows(
+                c,
+                concat!(
+                    "SELECT ",
+                    grant_columns!(),
+                    " FROM oauth_grants g ORDER BY g.id"
+                ),
+                [],
+                |r| grant_from_row(r, 0),
+            )
+        })
+    }
+
+    pub(super) async fn oauth_purge_grants_impl(&self, revoked_before: i64) -> Result<u64> {
+        self.write(|c| {
+            exec(
+                c,
+                "DELETE FROM oauth_grants WHERE revoked_ts IS NOT NULL AND revoked_ts <= ?1",
+                [revoked_before],
+            )
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_key_impl(&self, name: &str, fresh: &str) -> Result<String> {
+        if let Some(key) = self.read(|c| {
+            row(
+                c,
+                "SELECT value FROM oauth_keys WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+        })? {
+            return Ok(key);
+        }
+        let now = crate::clock::now_ms();
+        self.write(|c| {
+            exec(
+                c,
+                "INSERT INTO oauth_keys (name, value, created_ts) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
+                params![name, fresh, now],
+            )?;
+            row(c, "SELECT value FROM oauth_keys WHERE name = ?1", [name], |r| r.get(0))?
+                .ok_or_else(|| Error::internal(anyhow::anyhow!("the key {name} was not stored")))
+        })
+        .await
+    }
+
+    pub(super) async fn oauth_prune_impl(&self, now: i64) -> Result<u64> {
+        self.write(|c| {
+            let mut n = exec(
+                c,
+                "DELETE FROM oauth_clients WHERE used_ts IS NULL AND created_ts <= ?1",
+                [now - UNUSED_CLIENT_TTL_MS],
+            )?;
+            n += exec(
+                c,
+                "DELETE FROM oauth_connect_codes WHERE expires_ts <= ?1",
+                [now],
+            )?;
+            // Spent codes stay until well past their expiry, so a replay is
+            // still recognised (and revokes the grant) while it matters.
+            n += exec(
+                c,
+                "DELETE FROM oauth_auth_codes WHERE expires_ts <= ?1",
+                [now - AUTH_CODE_TTL_MS],
+            )?;
+            n += exec(c, "DELETE FROM oauth_tokens WHERE expires_ts <= ?1", [now])?;
+            // A grant with no token and no pending code left has run out.
+            n += exec(
+                c,
+                "DELETE FROM oauth_grants WHERE revoked_ts IS NULL AND created_ts <= ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = oauth_grants.id) \
+                 AND NOT EXISTS (SELECT 1 FROM oauth_auth_codes a WHERE a.grant_id = oauth_grants.id)",
+                [now - AUTH_CODE_TTL_MS],
+            )?;
+            Ok(n)
+        })
+        .await
+    }
+}

@@ -1,0 +1,1023 @@
+//! The OAuth 2.1 endpoints (SPEC §2a): discovery metadata (RFC 9728, RFC
+//! 8414), dynamic client registration (RFC 7591), the consent page that
+//! takes a connect code, the token endpoint (authorization code with PKCE,
+//! rotating refresh tokens) and revocation (RFC 7009); and the
+//! `WWW-Authenticate` hint on every `401` of `/mcp` and `/v1` that sends an
+//! app to the metadata.
+//!
+//! They serve the public side too: the console's LAN-only rule does not hide
+//! them, because the connect code, not the network, is the gate. With
+//! `CHATROOM_OAUTH=off` none of this exists. Handlers parse, call
+//! `domain::oauth`, and answer; every refusal is the RFC's error JSON or the
+//! error page, never a `500`, and no code or token is ever logged.
+
+mod cimd;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use askama::Template;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::json;
+use sha2::Sha256;
+
+use crate::auth::throttle::Throttle;
+use crate::config::Config;
+use crate::domain::oauth::{
+    self, ClientInfo, Lifetimes, OAuthError, RegistrationRequest, SCOPE, same_resource,
+};
+use crate::server::AppState;
+
+const CONSENT_CSS: &str = include_str!("../../templates/oauth/consent.css");
+/// The policy of the consent and error pages: our own stylesheet, nothing
+/// else; never framed (clickjacking a consent button is the classic attack).
+const PAGE_CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; \
+frame-ancestors 'none'";
+/// Registrations one address may make per hour.
+const REGISTRATIONS_PER_HOUR: u32 = 30;
+/// How long a consent form stays valid.
+const CSRF_TTL_MS: i64 = 60 * 60_000;
+/// The longest parameter value read.
+const MAX_PARAM: usize = 4_000;
+
+/// What the OAuth routes keep besides the database.
+struct OAuth {
+    /// Registrations per address (the throttle counts any event).
+    registrations: Throttle,
+    cimd: cimd::Fetcher,
+    /// The consent forms' HMAC key, from the database (shared by replicas).
+    csrf_key: tokio::sync::OnceCell<Vec<u8>>,
+}
+
+/// The OAuth routes; none while `CHATROOM_OAUTH` is off.
+pub fn routes(state: AppState) -> Router<AppState> {
+    if !state.config.oauth {
+        return Router::new();
+    }
+    let oauth = Arc::new(OAuth {
+        registrations: Throttle::new(REGISTRATIONS_PER_HOUR, Duration::from_secs(3600)),
+        cimd: cimd::Fetcher::new(),
+        csrf_key: tokio::sync::OnceCell::new(),
+    });
+    Router::new()
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(resource_metadata),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(resource_metadata),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(server_metadata),
+        )
+        .route("/oauth/register", post(register))
+        .route(
+            "/oauth/authorize",
+            get(authorize_page).post(authorize_submit),
+        )
+        .route("/oauth/token", post(token))
+        .route("/oauth/revoke", post(revoke))
+        .route("/oauth/consent.css", get(consent_css))
+        .layer(Extension(oauth))
+}
+
+// ---------------------------------------------------------------- URLs
+
+/// This server's base URL as an app should see it: `CHATROOM_PUBLIC_URL`
+/// for requests through the public side; else a configured URL
+/// (`CHATROOM_PUBLIC_URL`, `CHATROOM_LAN_URL`) whose host is the request's
+/// `Host`; else the `Host` itself, `https` unless it is loopback.
+pub fn base_url(config: &Config, host: Option<&str>, public_side: bool) -> String {
+    let trim = |u: &str| u.trim_end_matches('/').to_owned();
+    if public_side && let Some(url) = &config.public_url {
+        return trim(url);
+    }
+    let host = host
+        .map(str::trim)
+        .filter(|h| !h.is_empty() && h.len() <= 255)
+        .filter(|h| {
+            h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b))
+        });
+    if let Some(h) = host {
+        for url in [&config.public_url, &config.lan_url].into_iter().flatten() {
+            if url::Url::parse(url).is_ok_and(|u| {
+                let authority = match (u.host_str(), u.port()) {
+                    (Some(name), Some(port)) => format!("{name}:{port}"),
+                    (Some(name), None) => name.to_owned(),
+                    _ => String::new(),
+                };
+                authority.eq_ignore_ascii_case(h)
+            }) {
+                return trim(url);
+            }
+        }
+    }
+    let h = host
+        .map(str::to_owned)
+        .unwrap_or_else(|| config.listen.to_string());
+    let loopback = url::Url::parse(&format!("http://{h}"))
+        .ok()
+        .and_then(|u| u.host().map(|host| oauth::is_loopback_host(&host)))
+        .unwrap_or(false);
+    format!("{}://{h}", if loopback { "http" } else { "https" })
+}
+
+fn request_base(state: &AppState, headers: &HeaderMap) -> String {
+    base_url(
+        &state.config,
+        headers.get(header::HOST).and_then(|h| h.to_str().ok()),
+        super::from_public_side(&state.config, headers),
+    )
+}
+
+/// Adds the OAuth hint to every `401` of `/mcp` and `/v1`:
+/// `WWW-Authenticate: Bearer resource_metadata="…"`, with
+/// `error="invalid_token"` when a token was sent (RFC 9728 §5.1, RFC 6750).
+pub async fn hint_unauthorized(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path();
+    let guarded =
+        path == "/mcp" || path.starts_with("/mcp/") || path == "/v1" || path.starts_with("/v1/");
+    if !state.config.oauth || !guarded {
+        return next.run(req).await;
+    }
+    let sent = req.headers().contains_key(header::AUTHORIZATION);
+    let host = req.headers().get(header::HOST).cloned();
+    let public = super::from_public_side(&state.config, req.headers());
+    let mut response = next.run(req).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
+        let base = base_url(
+            &state.config,
+            host.as_ref().and_then(|h| h.to_str().ok()),
+            public,
+        );
+        let mut value = format!(
+            "Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\", scope=\"{SCOPE}\""
+        );
+        if sent {
+            value.push_str(", error=\"invalid_token\"");
+        }
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+    }
+    response
+}
+
+// ---------------------------------------------------------------- metadata
+
+async fn resource_metadata(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let base = request_base(&state, &headers);
+    metadata(json!({
+        "resource": format!("{base}/mcp"),
+        "authorization_servers": [base],
+        "scopes_supported": [SCOPE],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "chatroom",
+    }))
+}
+
+async fn server_metadata(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let base = request_base(&state, &headers);
+    metadata(json!({
+        "issuer": base,
+        "authorization_endpoint": format!("{base}/oauth/authorize"),
+        "token_endpoint": format!("{base}/oauth/token"),
+        "registration_endpoint": format!("{base}/oauth/register"),
+        "revocation_endpoint": format!("{base}/oauth/revoke"),
+        "scopes_supported": [SCOPE],
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
+        "revocation_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
+        "client_id_metadata_document_supported": true,
+        "authorization_response_iss_parameter_supported": true,
+    }))
+}
+
+fn metadata(body: serde_json::Value) -> Response {
+    (
+        [
+            (header::CACHE_CONTROL, "max-age=300"),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
+        Json(body),
+    )
+        .into_response()
+}
+
+async fn consent_css() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        CONSENT_CSS,
+    )
+        .into_response()
+}
+
+// ---------------------------------------------------------------- errors
+
+/// An OAuth error as JSON, never cached.
+fn oauth_error(e: OAuthError) -> Response {
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+    let mut response = (
+        status,
+        no_store(),
+        Json(json!({"error": e.error, "error_description": e.description})),
+    )
+        .into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"chatroom\""),
+        );
+    }
+    response
+}
+
+fn no_store() -> [(header::HeaderName, &'static str); 2] {
+    [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::PRAGMA, "no-cache"),
+    ]
+}
+
+/// The consent and error pages' headers.
+fn page(status: StatusCode, html: Result<String, askama::Error>) -> Response {
+    let Ok(html) = html else {
+        tracing::error!("the sign-in page failed to render");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the page could not be shown",
+        )
+            .into_response();
+    };
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, PAGE_CSP),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        html,
+    )
+        .into_response()
+}
+
+#[derive(Template)]
+#[template(path = "oauth/error.html")]
+struct ErrorPage<'a> {
+    message: &'a str,
+}
+
+fn error_page(status: StatusCode, message: &str) -> Response {
+    page(status, ErrorPage { message }.render())
+}
+
+// ---------------------------------------------------------------- parameters
+
+/// Form or query parameters; a parameter given twice is refused (RFC 6749
+/// §3.1), as is an oversized one.
+struct Params(HashMap<String, String>);
+
+impl Params {
+    fn parse(raw: &[u8]) -> Result<Params, String> {
+        let mut map = HashMap::new();
+        for (k, v) in url::form_urlencoded::parse(raw) {
+            if v.len() > MAX_PARAM || k.len() > 100 {
+                return Err("a parameter is too long".into());
+            }
+            if map.insert(k.to_string(), v.to_string()).is_some() {
+                return Err(format!("the parameter {k} is given more than once"));
+            }
+        }
+        Ok(Params(map))
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// The body of a form POST, or why it is not one.
+async fn form(req: Request) -> Result<(HeaderMap, Option<SocketAddr>, Params), OAuthError> {
+    let (parts, body) = req.into_parts();
+    let form_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';').next().is_some_and(|m| {
+                m.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            })
+        });
+    if !form_type {
+        return Err(OAuthError::invalid_request(
+            "send the parameters as application/x-www-form-urlencoded",
+        ));
+    }
+    let bytes = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map_err(|_| OAuthError::invalid_request("the request body could not be read"))?;
+    let params = Params::parse(&bytes).map_err(OAuthError::invalid_request)?;
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    Ok((parts.headers, peer, params))
+}
+
+fn peer_of(req: &Request) -> Option<SocketAddr> {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0)
+}
+
+// ---------------------------------------------------------------- clients
+
+impl OAuth {
+    /// The client named by `client_id`: registered here, or an `https`
+    /// URL naming its metadata document. `Err` says why not.
+    async fn client(&self, state: &AppState, client_id: &str) -> Result<ClientInfo, ClientError> {
+        if client_id.len() > 2_000 {
+            return Err(ClientError::Unknown);
+        }
+        if client_id.starts_with("https://") {
+            return self
+                .cimd
+                .client(client_id)
+                .await
+                .map_err(ClientError::Document);
+        }
+        match state.core.store.oauth_client(client_id).await {
+            Ok(Some(c)) => Ok(c.into()),
+            Ok(None) => Err(ClientError::Unknown),
+            Err(e) => Err(ClientError::Server(e)),
+        }
+    }
+
+    async fn csrf_key(&self, state: &AppState) -> crate::error::Result<&[u8]> {
+        let key = self
+            .csrf_key
+            .get_or_try_init(|| async {
+                let hex_key = state
+                    .core
+                    .store
+                    .oauth_key("consent_csrf", &oauth::fresh_key())
+                    .await?;
+                hex::decode(hex_key).map_err(crate::error::Error::internal)
+            })
+            .await?;
+        Ok(key.as_slice())
+    }
+}
+
+enum ClientError {
+    Unknown,
+    Document(String),
+    Server(crate::error::Error),
+}
+
+impl ClientError {
+    fn page(self) -> Response {
+        match self {
+            ClientError::Unknown => error_page(
+                StatusCode::BAD_REQUEST,
+                "This app is not known to the server (its registration may have been forgotten). \
+                 Remove the connector in the app and add it again.",
+            ),
+            ClientError::Document(why) => error_page(StatusCode::BAD_REQUEST, &why),
+            ClientError::Server(e) => {
+                e.log_if_internal();
+                error_page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The server could not look this app up just now; try again.",
+                )
+            }
+        }
+    }
+
+    fn oauth(self) -> OAuthError {
+        match self {
+            ClientError::Unknown => OAuthError::invalid_client(
+                "unknown client; register again (unused registrations are forgotten after a day)",
+            ),
+            ClientError::Document(why) => OAuthError::invalid_client(why),
+            ClientError::Server(e) => OAuthError::server(e),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- registration
+
+async fn register(
+    State(state): State<AppState>,
+    Extension(oauth): Extension<Arc<OAuth>>,
+    req: Request,
+) -> Response {
+    let addr = crate::auth::client_addr(&state.config, req.headers(), peer_of(&req));
+    if let Some(retry) = oauth.registrations.blocked(addr) {
+        let mut response = oauth_error(OAuthError::new(
+            429,
+            "temporarily_unavailable",
+            format!("too many registrations from this address; retry in {retry} s"),
+        ));
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, retry.into());
+        return response;
+    }
+    oauth.registrations.record_failure(addr);
+    let bytes = match axum::body::to_bytes(req.into_body(), 64 * 1024).await {
+        Ok(b) => b,
+        Err(_) => {
+            return oauth_error(OAuthError::new(
+                400,
+                "invalid_client_metadata",
+                "the registration body could not be read (at most 64 KiB of JSON)",
+            ));
+        }
+    };
+    let request: RegistrationRequest = match serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .filter(serde_json::Value::is_object)
+        .and_then(|v| serde_json::from_value(v).ok())
+    {
+        Some(r) => r,
+        None => {
+            return oauth_error(OAuthError::new(
+                400,
+                "invalid_client_metadata",
+                "the registration must be a JSON object of client metadata (RFC 7591)",
+            ));
+        }
+    };
+    match oauth::register(state.core.store.as_ref(), request).await {
+        Ok(registered) => {
+            tracing::info!(%addr, client = %registered.client_name, "an OAuth client registered");
+            (StatusCode::CREATED, no_store(), Json(registered)).into_response()
+        }
+        Err(e) => oauth_error(e),
+    }
+}
+
+// ---------------------------------------------------------------- authorization
+
+/// A checked authorization request.
+struct AuthRequest {
+    client: ClientInfo,
+    redirect_uri: String,
+    state: String,
+    code_challenge: String,
+    resource: String,
+    scope: String,
+}
+
+/// Why an authorization request cannot go on: a page (the client or its
+/// redirect URI is not to be trusted), or an error sent back to a checked
+/// redirect URI.
+enum Refusal {
+    Page(Response),
+    Redirect(Response),
+}
+
+impl Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::Page(r) | Refusal::Redirect(r) => r,
+        }
+    }
+}
+
+/// `redirect_uri` with `extra` added to its query (keeping its own).
+fn redirect_to(redirect_uri: &str, extra: &[(&str, &str)]) -> Response {
+    let Ok(mut url) = url::Url::parse(redirect_uri) else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "The app's redirect URI is not valid.",
+        );
+    };
+    {
+        let mut query = url.query_pairs_mut();
+        for (k, v) in extra {
+            if !v.is_empty() {
+                query.append_pair(k, v);
+            }
+        }
+    }
+    let Ok(location) = HeaderValue::from_str(url.as_str()) else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "The app's redirect URI is not valid.",
+        );
+    };
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, location),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            (
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ),
+        ],
+    )
+        .into_response()
+}
+
+async fn check_request(
+    state: &AppState,
+    oauth: &OAuth,
+    params: &Params,
+    base: &str,
+) -> Result<AuthRequest, Refusal> {
+    let page = |m: &str| Refusal::Page(error_page(StatusCode::BAD_REQUEST, m));
+    let Some(client_id) = params.get("client_id") else {
+        return Err(page("The app did not say who it is (no client_id)."));
+    };
+    let client = oauth
+        .client(state, client_id)
+        .await
+        .map_err(|e| Refusal::Page(e.page()))?;
+    let redirect_uri = match params.get("redirect_uri") {
+        Some(uri) if client.redirect_uris.iter().any(|r| r == uri) => uri.to_owned(),
+        Some(_) => {
+            return Err(page(
+                "The app asked to return to an address it did not register; nothing was sent to it.",
+            ));
+        }
+        None if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
+        None => {
+            return Err(page(
+                "The app did not say where to return (no redirect_uri).",
+            ));
+        }
+    };
+    let st = params.get("state").unwrap_or("").to_owned();
+    let iss = base.to_owned();
+    let back = |error: &str, description: &str| {
+        Refusal::Redirect(redirect_to(
+            &redirect_uri,
+            &[
+                ("error", error),
+                ("error_description", description),
+                ("state", &st),
+                ("iss", &iss),
+            ],
+        ))
+    };
+    if params.get("response_type") != Some("code") {
+        return Err(back(
+            "unsupported_response_type",
+            "only response_type=code is supported",
+        ));
+    }
+    let Some(challenge) = params.get("code_challenge") else {
+        return Err(back(
+            "invalid_request",
+            "PKCE is required: send a code_challenge (S256)",
+        ));
+    };
+    if params.get("code_challenge_method") != Some("S256") {
+        return Err(back(
+            "invalid_request",
+            "code_challenge_method must be S256 (plain is not accepted)",
+        ));
+    }
+    if !oauth::valid_challenge(challenge) {
+        return Err(back(
+            "invalid_request",
+            "code_challenge must be the base64url SHA-256 of the verifier (43 characters)",
+        ));
+    }
+    let ours = format!("{base}/mcp");
+    let resource = match params.get("resource") {
+        Some(r) if same_resource(r, &ours) => r.to_owned(),
+        Some(_) => {
+            return Err(back(
+                "invalid_target",
+                "resource must be this server's /mcp URL",
+            ));
+        }
+        None => String::new(),
+    };
+    Ok(AuthRequest {
+        redirect_uri: redirect_uri.clone(),
+        client,
+        state: st.clone(),
+        code_challenge: challenge.to_owned(),
+        resource,
+        scope: params.get("scope").unwrap_or(SCOPE).to_owned(),
+    })
+}
+
+/// The consent form's CSRF token: an HMAC, under a key in the database, of
+/// the request it approves and the time, so a form from any replica is
+/// good on every replica, and no other site can make one.
+fn csrf_token(key: &[u8], r: &AuthRequest, ts: i64) -> String {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key");
+    for part in [
+        &ts.to_string(),
+        &r.client.client_id,
+        &r.redirect_uri,
+        &r.state,
+        &r.code_challenge,
+        &r.resource,
+        &r.scope,
+    ] {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part.as_bytes());
+    }
+    let tag = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+    format!("{ts}.{tag}")
+}
+
+fn csrf_valid(key: &[u8], r: &AuthRequest, token: &str) -> bool {
+    let Some((ts, _)) = token.split_once('.') else {
+        return false;
+    };
+    let Ok(ts) = ts.parse::<i64>() else {
+        return false;
+    };
+    let now = crate::clock::now_ms();
+    if ts > now + 60_000 || now - ts > CSRF_TTL_MS {
+        return false;
+    }
+    let expected = csrf_token(key, r, ts);
+    subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), token.as_bytes()).into()
+}
+
+#[derive(Template)]
+#[template(path = "oauth/consent.html")]
+struct ConsentPage<'a> {
+    client_name: &'a str,
+    client_id: &'a str,
+    registered: bool,
+    return_host: String,
+    redirect_uri: &'a str,
+    state: &'a str,
+    code_challenge: &'a str,
+    resource: &'a str,
+    scope: &'a str,
+    csrf: String,
+    error: Option<&'a str>,
+}
+
+async fn consent(
+    state: &AppState,
+    oauth: &OAuth,
+    r: &AuthRequest,
+    status: StatusCode,
+    error: Option<&str>,
+) -> Response {
+    let key = match oauth.csrf_key(state).await {
+        Ok(k) => k,
+        Err(e) => {
+            e.log_if_internal();
+            return error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The server could not prepare this page just now; try again.",
+            );
+        }
+    };
+    let return_host = url::Url::parse(&r.redirect_uri)
+        .ok()
+        .and_then(|u| {
+            u.host_str().map(|h| match u.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h.to_owned(),
+            })
+        })
+        .unwrap_or_default();
+    let html = ConsentPage {
+        client_name: &r.client.client_name,
+        client_id: &r.client.client_id,
+        registered: r.client.registered,
+        return_host,
+        redirect_uri: &r.redirect_uri,
+        state: &r.state,
+        code_challenge: &r.code_challenge,
+        resource: &r.resource,
+        scope: &r.scope,
+        csrf: csrf_token(key, r, crate::clock::now_ms()),
+        error,
+    }
+    .render();
+    page(status, html)
+}
+
+async fn authorize_page(
+    State(state): State<AppState>,
+    Extension(oauth): Extension<Arc<OAuth>>,
+    req: Request,
+) -> Response {
+    let params = match Params::parse(req.uri().query().unwrap_or("").as_bytes()) {
+        Ok(p) => p,
+        Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
+    };
+    let base = request_base(&state, req.headers());
+    match check_request(&state, &oauth, &params, &base).await {
+        Ok(r) => consent(&state, &oauth, &r, StatusCode::OK, None).await,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+async fn authorize_submit(
+    State(state): State<AppState>,
+    Extension(oauth): Extension<Arc<OAuth>>,
+    req: Request,
+) -> Response {
+    let (headers, peer, params) = match form(req).await {
+        Ok(f) => f,
+        Err(e) => return error_page(StatusCode::BAD_REQUEST, &e.description),
+    };
+    let base = request_base(&state, &headers);
+    let r = match check_request(&state, &oauth, &params, &base).await {
+        Ok(r) => r,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let key = match oauth.csrf_key(&state).await {
+        Ok(k) => k,
+        Err(e) => {
+            e.log_if_internal();
+            return error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The server could not check this form just now; try again.",
+            );
+        }
+    };
+    if !params.get("csrf").is_some_and(|t| csrf_valid(key, &r, t)) {
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "This form expired or was not made by this server. Start again from the app.",
+        );
+    }
+    let back = |extra: &[(&str, &str)]| {
+        let mut all = extra.to_vec();
+        all.push(("state", &r.state));
+        all.push(("iss", &base));
+        redirect_to(&r.redirect_uri, &all)
+    };
+    match params.get("decision") {
+        Some("deny") => {
+            return back(&[
+                ("error", "access_denied"),
+                ("error_description", "the owner denied the request"),
+            ]);
+        }
+        Some("approve") => {}
+        _ => {
+            return consent(
+                &state,
+                &oauth,
+                &r,
+                StatusCode::BAD_REQUEST,
+                Some("Choose Approve or Deny."),
+            )
+            .await;
+        }
+    }
+    let addr = crate::auth::client_addr(&state.config, &headers, peer);
+    if let Some(retry) = state.throttle.blocked(addr) {
+        let message = format!("Too many wrong codes from this address; try again in {retry} s.");
+        let mut response = consent(
+            &state,
+            &oauth,
+            &r,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(&message),
+        )
+        .await;
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, retry.into());
+        return response;
+    }
+    let typed = params.get("connect_code").unwrap_or("");
+    let resource = (!r.resource.is_empty()).then_some(r.resource.as_str());
+    match oauth::approve(
+        state.core.store.as_ref(),
+        &r.client,
+        typed,
+        &r.redirect_uri,
+        &r.code_challenge,
+        resource,
+    )
+    .await
+    {
+        Ok(Some(code)) => {
+            tracing::info!(%addr, client = %r.client.client_name, "an app was connected with a connect code");
+            back(&[("code", code.expose())])
+        }
+        Ok(None) => {
+            state.throttle.record_failure(addr);
+            tracing::info!(%addr, client = %r.client.client_name, "a wrong, used or expired connect code was entered");
+            consent(
+                &state,
+                &oauth,
+                &r,
+                StatusCode::BAD_REQUEST,
+                Some(
+                    "That connect code is wrong, used or expired. Check it, or ask for a new one.",
+                ),
+            )
+            .await
+        }
+        Err(e) => {
+            e.log_if_internal();
+            error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The server could not finish this just now; try again.",
+            )
+        }
+    }
+}
+
+// ---------------------------------------------------------------- token and revocation
+
+/// The client of a token or revocation request, authenticated: HTTP Basic
+/// (`client_secret_basic`) or `client_id` (+ `client_secret`) in the form.
+async fn token_client(
+    state: &AppState,
+    oauth: &OAuth,
+    headers: &HeaderMap,
+    params: &Params,
+) -> Result<ClientInfo, OAuthError> {
+    let basic = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
+        .map(|(_, b64)| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b64.trim())
+                .ok()
+                .and_then(|raw| String::from_utf8(raw).ok())
+                .and_then(|pair| {
+                    let (id, secret) = pair.split_once(':')?;
+                    let decode = |s: &str| {
+                        url::form_urlencoded::parse(format!("x={s}").as_bytes())
+                            .next()
+                            .map(|(_, v)| v.into_owned())
+                    };
+                    Some((decode(id)?, decode(secret)?))
+                })
+                .ok_or_else(|| OAuthError::invalid_client("the Basic credentials are malformed"))
+        })
+        .transpose()?;
+    let (client_id, secret) = match &basic {
+        Some((id, secret)) => (id.as_str(), Some(secret.as_str())),
+        None => (
+            params
+                .get("client_id")
+                .ok_or_else(|| OAuthError::invalid_client("client_id is required"))?,
+            params.get("client_secret"),
+        ),
+    };
+    if basic.is_some() && params.get("client_id").is_some_and(|id| id != client_id) {
+        return Err(OAuthError::invalid_request(
+            "client_id differs from the Basic credentials",
+        ));
+    }
+    let client = oauth
+        .client(state, client_id)
+        .await
+        .map_err(ClientError::oauth)?;
+    oauth::authenticate_client(&client, secret)?;
+    Ok(client)
+}
+
+async fn token(
+    State(state): State<AppState>,
+    Extension(oauth): Extension<Arc<OAuth>>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let (headers, _, params) = form(req).await?;
+        let client = token_client(&state, &oauth, &headers, &params).await?;
+        let ours = format!("{}/mcp", request_base(&state, &headers));
+        let life = Lifetimes {
+            access_ms: state.config.oauth_access_ttl.as_millis() as i64,
+            refresh_ms: state.config.oauth_refresh_ttl.as_millis() as i64,
+        };
+        let store = state.core.store.as_ref();
+        match params.get("grant_type") {
+            Some("authorization_code") => {
+                let code = params
+                    .get("code")
+                    .ok_or_else(|| OAuthError::invalid_request("code is required"))?;
+                let asked = oauth::CodeExchange {
+                    code,
+                    redirect_uri: params.get("redirect_uri"),
+                    verifier: params.get("code_verifier"),
+                    resource: params.get("resource"),
+                };
+                oauth::exchange_code(store, &client, asked, &ours, life).await
+            }
+            Some("refresh_token") => {
+                let raw = params
+                    .get("refresh_token")
+                    .ok_or_else(|| OAuthError::invalid_request("refresh_token is required"))?;
+                oauth::refresh(store, &client, raw, params.get("resource"), &ours, life).await
+            }
+            Some(_) => Err(OAuthError::new(
+                400,
+                "unsupported_grant_type",
+                "grant_type must be authorization_code or refresh_token",
+            )),
+            None => Err(OAuthError::invalid_request("grant_type is required")),
+        }
+    }
+    .await;
+    match result {
+        Ok(tokens) => (StatusCode::OK, no_store(), Json(tokens)).into_response(),
+        Err(e) => oauth_error(e),
+    }
+}
+
+async fn revoke(
+    State(state): State<AppState>,
+    Extension(oauth): Extension<Arc<OAuth>>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let (headers, _, params) = form(req).await?;
+        let client = token_client(&state, &oauth, &headers, &params).await?;
+        let raw = params
+            .get("token")
+            .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
+        oauth::revoke_token(state.core.store.as_ref(), &client, raw).await?;
+        Ok::<_, OAuthError>(())
+    }
+    .await;
+    match result {
+        Ok(()) => (StatusCode::OK, no_store()).into_response(),
+        Err(e) => oauth_error(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        Config::for_tests("unused.db")
+    }
+
+    #[test]
+    fn base_url_follows_host_and_configured_urls() {
+        let mut c = config();
+        assert_eq!(
+            base_url(&c, Some("127.0.0.1:8080"), false),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            base_url(&c, Some("localhost:9"), false),
+            "http://localhost:9"
+        );
+        assert_eq!(
+            base_url(&c, Some("chat.example.com"), false),
+            "https://chat.example.com"
+        );
+        c.public_url = Some("https://rooms.example.org/".into());
+        c.lan_url = Some("http://nas.lan:8080".into());
+        assert_eq!(
+            base_url(&c, Some("whatever"), true),
+            "https://rooms.example.org"
+        );
+        assert_eq!(
+            base_url(&c, Some("nas.lan:8080"), false),
+            "http://nas.lan:8080"
+        );
+        assert_eq!(
+            base_url(&c, Some("bad\"host"), false),
+            format!("http://{}", c.listen)
+        );
+    }
+}
