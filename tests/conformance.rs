@@ -1,7 +1,8 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`)
 //! against the server: `server-initialize`, `ping`, `tools-list`,
-//! `dns-rebinding-protection`, `http-header-validation` and
-//! `server-stateless`, with `tests/conformance-baseline.yml` excusing only
+//! `dns-rebinding-protection`, `http-header-validation`, `server-stateless`,
+//! and, for the board app's resource, `resources-list` and
+//! `sep-2164-resource-not-found`, with `tests/conformance-baseline.yml` excusing only
 //! the checks that call the suite's own demo tools.
 //!
 //! The suite cannot send a bearer token, so it talks to a tiny reverse proxy
@@ -31,6 +32,8 @@ const SCENARIOS: &[&str] = &[
     "dns-rebinding-protection",
     "http-header-validation",
     "server-stateless",
+    "resources-list",
+    "sep-2164-resource-not-found",
 ];
 
 /// A required path from the environment `.ci/run` sets up; fails loudly

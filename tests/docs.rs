@@ -425,6 +425,7 @@ async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
         .unwrap_or_else(|| panic!("no task id in {v}"));
     for (tool, args) in [
         ("list_tasks", json!({})),
+        ("show_board", json!({})),
         ("get_task", json!({"task_id": id})),
         ("claim_task", json!({"task_id": id})),
         ("update_task", json!({"task_id": id, "body": "more"})),

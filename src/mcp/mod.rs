@@ -2,6 +2,7 @@
 //! JSON responses, and the tools of the contract. A tool parses its
 //! arguments, calls the domain, and shapes the result; nothing else.
 
+pub mod app;
 mod args;
 mod reply;
 mod tools;
@@ -75,9 +76,15 @@ const DESERIALIZE_PREFIX: &str = "failed to deserialize parameters:";
 
 impl ServerHandler for Chatroom {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("chatroom", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        // Resources: the board app of `show_board` (MCP Apps, `app`).
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("chatroom", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -92,6 +99,24 @@ impl ServerHandler for Chatroom {
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
         self.router.get(name).cloned()
+    }
+
+    /// The board app's one resource. Static: it holds no room data, so any
+    /// authenticated caller may read it (the auth layer answered the rest).
+    async fn list_resources(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        Ok(app::list())
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        app::read(&request.uri).map(Into::into)
     }
 
     /// Every tool call passes here: the rate limit, the call context the

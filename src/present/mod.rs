@@ -12,7 +12,7 @@ use crate::auth::Caller;
 use crate::clock::fmt_ts;
 use crate::domain::chat::mentions_agent;
 use crate::domain::model::{Event, Member, Message, Room};
-use crate::domain::model::{FileMeta, Note, Task};
+use crate::domain::model::{FileMeta, Note, Status, Task};
 
 /// The label on every answer that holds text other agents wrote.
 pub const UNTRUSTED_WARNING: &str =
@@ -93,6 +93,30 @@ pub fn task_with_notes(task: &Task, notes: &[Note]) -> Value {
     let mut t = json!(task);
     t["notes"] = json!(notes);
     t
+}
+
+/// `show_board`: the tasks by status (every status, newest first), the
+/// recent chat and activity (oldest first), each with the room's newest id.
+pub fn board(
+    columns: &[(Status, Vec<Task>)],
+    messages: &[Message],
+    latest_message_id: i64,
+    events: &[Event],
+    latest_event_id: i64,
+    agent: &str,
+) -> Value {
+    let board: Map<String, Value> = columns
+        .iter()
+        .map(|(status, tasks)| (status.as_str().to_owned(), json!(tasks)))
+        .collect();
+    let viewer = Viewer::new(agent);
+    json!({
+        "board": board,
+        "messages": messages.iter().map(|m| chat(m, agent)).collect::<Vec<_>>(),
+        "latest_message_id": latest_message_id,
+        "events": events.iter().map(|e| viewer.event(e)).collect::<Vec<_>>(),
+        "latest_event_id": latest_event_id,
+    })
 }
 
 /// A stored file as its upload is acknowledged.

@@ -1,0 +1,220 @@
+//! The board inside the chat app (MCP Apps, SEP-1865): the one UI resource,
+//! `ui://chatroom/board`, that hosts render in a sandboxed iframe when
+//! `show_board` is called, and the `_meta` that ties the tool to it.
+//!
+//! The document is self-contained: the dashboard's shared look and Markdown
+//! renderer, the app's own script and style, and the ext-apps app bridge
+//! (vendored verbatim, see `app/vendor/README.md`) are inlined once, at the
+//! first read. It holds no token, URL or room data: everything it shows it
+//! gets by calling tools through the host.
+
+use std::sync::LazyLock;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    ListResourcesResult, MetaObject, ReadResourceResult, Resource, ResourceContents,
+};
+use serde_json::{Value, json};
+
+use crate::http::shared::{MARKDOWN_JS, MARKED_JS, PURIFY_JS, THEME_CSS};
+
+/// The app's resource URI, named by `show_board`'s `_meta.ui.resourceUri`.
+pub const BOARD_URI: &str = "ui://chatroom/board";
+
+/// The MIME type MCP Apps hosts look for.
+pub const MIME_TYPE: &str = "text/html;profile=mcp-app";
+
+/// The ext-apps app bridge, `dist/src/app-with-deps.js` of the npm package
+/// as published (an ES module with no imports).
+const EXT_APPS_JS: &str = include_str!("app/vendor/ext-apps-app-with-deps.js");
+const BOARD_JS: &str = include_str!("app/board.js");
+const BOARD_CSS: &str = include_str!("app/board.css");
+const BOARD_HTML: &str = include_str!("app/board.html");
+
+/// The document, assembled once.
+static DOCUMENT: LazyLock<String> = LazyLock::new(assemble);
+
+/// `_meta` of the resource: nothing is loaded from or sent to any other
+/// origin (empty lists are the secure default, said out loud), and a frame
+/// around the app.
+fn resource_meta() -> MetaObject {
+    meta(json!({
+        "ui": {
+            "csp": {
+                "connectDomains": [],
+                "resourceDomains": [],
+                "frameDomains": [],
+                "baseUriDomains": [],
+            },
+            "prefersBorder": true,
+        }
+    }))
+}
+
+/// `_meta` of `show_board`: the nested key of the spec, and the flat key
+/// that hosts written before it still read.
+pub fn tool_meta() -> MetaObject {
+    meta(json!({
+        "ui": { "resourceUri": BOARD_URI },
+        "ui/resourceUri": BOARD_URI,
+    }))
+}
+
+fn meta(v: Value) -> MetaObject {
+    match v {
+        Value::Object(map) => MetaObject(map),
+        _ => MetaObject::new(),
+    }
+}
+
+fn resource() -> Resource {
+    let mut r = Resource::new(BOARD_URI, "chatroom-board")
+        .with_title("chatroom board")
+        .with_description(
+            "The room's board, chat and activity, with claim, release, notes, messages and reviews.",
+        )
+        .with_mime_type(MIME_TYPE);
+    r.meta = Some(resource_meta());
+    r
+}
+
+/// `resources/list`: the board app.
+pub fn list() -> ListResourcesResult {
+    ListResourcesResult::with_all_items(vec![resource()])
+}
+
+/// `resources/read`: the board app, or resource-not-found (`-32002`).
+pub fn read(uri: &str) -> Result<ReadResourceResult, ErrorData> {
+    if uri != BOARD_URI {
+        return Err(ErrorData::resource_not_found(
+            format!("no resource {uri:?}; this server has {BOARD_URI}"),
+            Some(json!({ "uri": uri })),
+        ));
+    }
+    Ok(ReadResourceResult::new(vec![
+        ResourceContents::text(DOCUMENT.as_str(), BOARD_URI)
+            .with_mime_type(MIME_TYPE)
+            .with_meta(resource_meta()),
+    ]))
+}
+
+/// The ext-apps bundle ends in one `export{a as App,…};`. In the document it
+/// runs as an inline module, which nothing can import from, so its exports
+/// become a frozen `globalThis.McpExtApps` instead.
+fn exports_to_global(bundle: &str) -> String {
+    let body = bundle.trim_end();
+    let Some(start) = body.rfind("export{") else {
+        panic!("the vendored ext-apps bundle has no trailing export list");
+    };
+    let list = body[start + "export{".len()..]
+        .trim_end_matches(';')
+        .trim_end_matches('}');
+    let fields: Vec<String> = list
+        .split(',')
+        .map(|item| match item.trim().split_once(" as ") {
+            Some((local, exported)) => format!("{exported}:{local}"),
+            None => item.trim().to_owned(),
+        })
+        .collect();
+    format!(
+        "{}\nglobalThis.McpExtApps=Object.freeze({{{}}});\n",
+        &body[..start],
+        fields.join(",")
+    )
+}
+
+/// The shared theme follows the system's colour scheme; in the app the host
+/// says which (`hostContext.theme`, set as `data-theme` on the root). The
+/// light variables are the first `:root` block, the dark ones the `:root`
+/// block inside the `prefers-color-scheme: dark` query: both are repeated
+/// under `:root[data-theme=…]`, which outranks the query.
+fn host_theme_overrides(theme: &str) -> String {
+    let block = |from: usize| -> Option<&str> {
+        let open = from + theme[from..].find(":root {")? + ":root {".len();
+        let close = open + theme[open..].find('}')?;
+        Some(&theme[open..close])
+    };
+    let light = block(0).unwrap_or("");
+    let dark = theme
+        .find("@media (prefers-color-scheme: dark)")
+        .and_then(block)
+        .unwrap_or("");
+    format!(
+        ":root[data-theme=\"light\"] {{ color-scheme: light;{light}}}\n:root[data-theme=\"dark\"] {{ color-scheme: dark;{dark}}}\n"
+    )
+}
+
+/// Inline text must not close its own element early.
+fn inline_safe(text: &str, tag: &str) -> String {
+    text.replace(&format!("</{tag}"), &format!("<\\/{tag}"))
+}
+
+fn assemble() -> String {
+    let css = format!(
+        "{THEME_CSS}\n{}\n{BOARD_CSS}",
+        host_theme_overrides(THEME_CSS)
+    );
+    BOARD_HTML
+        .replace("/*STYLE*/", &inline_safe(&css, "style"))
+        .replace(
+            "/*EXT_APPS*/",
+            &inline_safe(&exports_to_global(EXT_APPS_JS), "script"),
+        )
+        .replace(
+            "/*MARKDOWN*/",
+            &inline_safe(
+                &format!("{MARKED_JS}\n{PURIFY_JS}\n{MARKDOWN_JS}"),
+                "script",
+            ),
+        )
+        .replace("/*BOARD*/", &inline_safe(BOARD_JS, "script"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundle_exports_become_one_global() {
+        let out = exports_to_global(
+            "var a=1;function b(){}\nexport{a as App,b as applyDocumentTheme,c};\n",
+        );
+        assert!(
+            out.ends_with("globalThis.McpExtApps=Object.freeze({App:a,applyDocumentTheme:b,c});\n"),
+            "{out}"
+        );
+        assert!(!out.contains("export{"));
+        let real = exports_to_global(EXT_APPS_JS);
+        for name in [
+            "App:",
+            "PostMessageTransport:",
+            "applyDocumentTheme:",
+            "applyHostStyleVariables:",
+        ] {
+            assert!(real.contains(name), "the vendored bundle lost {name}");
+        }
+    }
+
+    #[test]
+    fn the_document_is_whole_and_loads_nothing() {
+        let doc = assemble();
+        for marker in ["/*STYLE*/", "/*EXT_APPS*/", "/*MARKDOWN*/", "/*BOARD*/"] {
+            assert!(!doc.contains(marker), "{marker} left in the document");
+        }
+        // Each inlined part closes only its own element.
+        assert_eq!(
+            doc.matches("</script>").count(),
+            BOARD_HTML.matches("</script>").count()
+        );
+        assert_eq!(doc.matches("</style>").count(), 1);
+        assert!(!doc.contains("<script src") && !doc.contains("<link"));
+    }
+
+    #[test]
+    fn the_host_theme_repeats_both_palettes() {
+        let css = host_theme_overrides(THEME_CSS);
+        assert!(css.contains(":root[data-theme=\"light\"] { color-scheme: light;"));
+        assert!(css.contains("--bg: #f5f6f8;"), "{css}");
+        assert!(css.contains("--bg: #0e1016;"), "{css}");
+    }
+}

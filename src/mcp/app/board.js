@@ -1,0 +1,375 @@
+// chatroom board: the MCP App a chat host shows beside the conversation.
+//
+// It talks only to its host, through the ext-apps bridge (postMessage to
+// the parent frame): every read and every change is a `tools/call` the
+// host forwards to chatroom under the identity the host already has. The
+// document holds no token, no URL and no room data; what the caller may do
+// it learns from `whoami`, and it offers nothing else.
+//
+// Everything agents wrote (titles, bodies, notes, results, messages, event
+// details) is rendered by ChatroomMarkdown (escaped HTML, DOMPurify after)
+// or set as text; never as markup of ours.
+'use strict';
+
+const { App, PostMessageTransport, applyDocumentTheme, applyHostStyleVariables, applyHostFonts } = globalThis.McpExtApps;
+const Md = globalThis.ChatroomMarkdown;
+
+const STATUSES = ['pending', 'in_progress', 'blocked', 'in_review', 'done', 'cancelled'];
+const LABELS = { pending: 'Pending', in_progress: 'In progress', blocked: 'Blocked', in_review: 'In review', done: 'Done', cancelled: 'Cancelled' };
+const REFRESH_MS = 30000;
+
+const $ = (id) => document.getElementById(id);
+const state = { me: null, room: null, data: null, replyTo: null, open: null, busy: false };
+
+/** An element with attributes and children (strings become text). */
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) e.append(c);
+  return e;
+}
+
+const markdown = (text, inline) =>
+  Md.render(String(text ?? ''), { inline, me: state.me?.agent, taskHref: (n) => '#task-' + n });
+
+function when(ts) {
+  if (!ts) return '';
+  const d = new Date(ts);
+  if (Number.isNaN(d.getTime())) return String(ts);
+  const same = d.toDateString() === new Date().toDateString();
+  return same ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : d.toLocaleDateString([], { month: 'short', day: 'numeric' });
+}
+
+// ---------- the host ----------
+
+const app = new App({ name: 'chatroom-board', version: '1.0.0' }, {}, { autoResize: true });
+
+/** One tool call through the host; a refusal becomes an Error with its code. */
+async function call(name, args) {
+  const params = { name, arguments: Object.assign({}, args) };
+  if (state.room && name !== 'whoami' && params.arguments.room === undefined) params.arguments.room = state.room;
+  const result = await app.callServerTool(params);
+  let body = result.structuredContent;
+  if (!body) {
+    const text = (result.content || []).find((c) => c.type === 'text')?.text;
+    try { body = text ? JSON.parse(text) : {}; } catch { body = { error: { code: 'error', message: text } }; }
+  }
+  if (result.isError) {
+    const err = new Error(body?.error?.message || 'the call was refused');
+    err.code = body?.error?.code || 'error';
+    throw err;
+  }
+  return body;
+}
+
+function applyContext(ctx) {
+  if (!ctx) return;
+  if (ctx.theme) applyDocumentTheme(ctx.theme);
+  if (ctx.styles?.variables) applyHostStyleVariables(ctx.styles.variables);
+  if (ctx.styles?.css?.fonts) applyHostFonts(ctx.styles.css.fonts);
+  const inset = ctx.safeAreaInsets;
+  if (inset) {
+    document.body.style.padding = `${inset.top || 0}px ${inset.right || 0}px ${inset.bottom || 0}px ${inset.left || 0}px`;
+  }
+}
+
+function problem(text) {
+  const p = $('problem');
+  p.textContent = text || '';
+  p.hidden = !text;
+}
+
+function status(text) {
+  $('status').textContent = text || '';
+}
+
+// ---------- what the caller may do ----------
+
+const writable = () => !!state.me && !state.me.readonly;
+const mine = (t) => t.assignee && t.assignee === state.me?.agent;
+const canClaim = (t) => writable() && (t.status === 'pending' || t.status === 'blocked') && (!t.assignee || mine(t)) && !(t.blocked_by_unfinished || []).length;
+const canRelease = (t) => writable() && mine(t) && (t.status === 'in_progress' || t.status === 'blocked');
+const canReview = (t) => writable() && t.status === 'in_review' && (state.me.lead || t.created_by === state.me.agent);
+const canNote = () => writable();
+
+// ---------- actions ----------
+
+/** Runs a change, then shows the board as it is now. */
+async function act(label, fn) {
+  if (state.busy) return;
+  state.busy = true;
+  document.body.classList.add('busy');
+  status(label + '…');
+  problem('');
+  try {
+    const out = await fn();
+    if (out && out.claimed === false) problem('Not claimed: ' + (out.reason || 'refused'));
+    if (out && out.released === false) problem('Not released: ' + (out.reason || 'refused'));
+    await refresh();
+    if (state.open !== null) await openTask(state.open);
+    status('');
+  } catch (e) {
+    problem(e.message);
+    status('');
+  } finally {
+    state.busy = false;
+    document.body.classList.remove('busy');
+  }
+}
+
+const claim = (t) => act('Claiming #' + t.id, () => call('claim_task', { task_id: t.id }));
+const release = (t) => act('Releasing #' + t.id, () => call('release_task', { task_id: t.id }));
+const approve = (t) => act('Approving #' + t.id, () => call('review_task', { task_id: t.id, approve: true }));
+function reject(t, note) {
+  if (!note.trim()) {
+    problem('A rejection needs a note saying what to change.');
+    return;
+  }
+  return act('Rejecting #' + t.id, () => call('review_task', { task_id: t.id, approve: false, note }));
+}
+const addNote = (t, body) => act('Adding a note', () => call('add_note', { task_id: t.id, body }));
+
+// ---------- rendering ----------
+
+function card(t) {
+  const buttons = [];
+  if (canClaim(t)) buttons.push(el('button', { type: 'button', class: 'small primary', 'data-act': 'claim', onclick: (e) => { e.stopPropagation(); claim(t); } }, 'Claim'));
+  if (canReview(t)) buttons.push(el('button', { type: 'button', class: 'small primary', 'data-act': 'approve', onclick: (e) => { e.stopPropagation(); approve(t); } }, 'Approve'));
+  const meta = [
+    el('span', { class: 'id' }, '#' + t.id),
+    t.priority && t.priority !== 'normal' ? el('span', { class: 'badge prio-' + t.priority }, t.priority) : null,
+    t.needs_review ? el('span', { class: 'badge' }, 'review') : null,
+    t.assignee ? el('span', { class: 'badge' + (mine(t) ? ' you' : ''), 'data-assignee': t.assignee }, '@' + t.assignee) : null,
+    (t.blocked_by_unfinished || []).length ? el('span', { class: 'badge bad' }, 'waits for ' + t.blocked_by_unfinished.map((n) => '#' + n).join(' ')) : null,
+  ];
+  return el('article', { class: 'card', 'data-id': t.id, 'data-status': t.status, tabindex: 0, onclick: (e) => openTask(t.id, e.currentTarget), onkeydown: (e) => { if (e.key === 'Enter') openTask(t.id, e.currentTarget); } },
+    el('div', { class: 'card-title' }, markdown(t.title, true)),
+    el('div', { class: 'card-meta' }, meta),
+    buttons.length ? el('div', { class: 'card-actions' }, buttons) : null);
+}
+
+function renderBoard() {
+  const board = state.data.board || {};
+  const cols = STATUSES.map((s) => {
+    const tasks = board[s] || [];
+    return el('div', { class: 'col', 'data-status': s },
+      el('h2', {}, LABELS[s], el('span', { class: 'count' }, String(tasks.length))),
+      tasks.length ? tasks.map(card) : el('p', { class: 'faint empty' }, 'nothing'));
+  });
+  $('board').replaceChildren(el('div', { class: 'cols' }, cols));
+}
+
+function message(m) {
+  const actions = writable() ? el('button', { type: 'button', class: 'small ghost reply', onclick: () => replyTo(m) }, 'Reply') : null;
+  return el('div', { class: 'msg' + (m.mentions_you ? ' mention' : ''), 'data-id': m.id },
+    el('div', { class: 'msg-head' }, el('strong', {}, m.author), el('span', { class: 'faint' }, when(m.ts)), actions),
+    el('div', { class: 'md' }, markdown(m.body, false)));
+}
+
+function renderChat() {
+  const msgs = state.data.messages || [];
+  const byId = new Map(msgs.map((m) => [m.id, m]));
+  const replies = new Map();
+  const roots = [];
+  for (const m of msgs) {
+    if (m.reply_to && byId.has(m.reply_to)) {
+      if (!replies.has(m.reply_to)) replies.set(m.reply_to, []);
+      replies.get(m.reply_to).push(m);
+    } else roots.push(m);
+  }
+  const thread = (m) => {
+    const kids = replies.get(m.id) || [];
+    return el('div', { class: 'thread' }, message(m), kids.length ? el('div', { class: 'replies' }, kids.map(thread)) : null);
+  };
+  const box = $('messages');
+  box.replaceChildren(...(roots.length ? roots.map(thread) : [el('p', { class: 'faint' }, 'No messages yet.')]));
+  box.scrollTop = box.scrollHeight;
+  $('composer').hidden = !writable();
+}
+
+const KIND = {
+  message: 'wrote', task_created: 'created', task_claimed: 'claimed', task_updated: 'updated', task_released: 'released',
+  note_added: 'noted on', task_submitted: 'submitted', task_reviewed: 'reviewed', task_cancelled: 'cancelled',
+  task_lease_expired: 'lease lapsed on', file_added: 'added a file', file_deleted: 'deleted a file',
+  room_info_updated: 'updated the room', retention_set: 'set retention',
+};
+
+function renderEvents() {
+  const evs = (state.data.events || []).slice().reverse();
+  $('events').replaceChildren(...evs.map((e) => {
+    const d = e.detail || {};
+    const verdict = e.kind === 'task_reviewed' ? (d.approve ? 'approved: ' : 'sent back: ') : '';
+    const extra = verdict + (d.body || d.reason || d.title || '');
+    return el('li', { 'data-kind': e.kind },
+      el('span', { class: 'faint' }, when(e.ts)), ' ',
+      el('strong', {}, e.actor), ' ', KIND[e.kind] || e.kind,
+      e.task_id ? el('a', { href: '#task-' + e.task_id, class: 'id' }, ' #' + e.task_id) : null,
+      extra ? el('span', { class: 'ev-detail' }, markdown(String(extra).slice(0, 300), true)) : null);
+  }));
+}
+
+function render() {
+  $('room-name').textContent = state.room || 'chatroom';
+  renderBoard();
+  renderChat();
+  renderEvents();
+}
+
+function renderMe() {
+  const me = state.me;
+  $('me').textContent = me ? '@' + me.agent : '';
+  $('flags').replaceChildren(
+    me?.lead ? el('span', { class: 'badge you' }, 'lead') : '',
+    me?.readonly ? el('span', { class: 'badge bad', id: 'readonly-badge' }, 'read-only') : '');
+  $('readonly-banner').hidden = !me?.readonly;
+}
+
+/** The task's panel. In a host's frame sized to its content the whole frame
+ * is the viewport, so the panel opens level with what was clicked (`near`),
+ * not at the top of a frame the person may have scrolled past. */
+async function openTask(id, near) {
+  state.open = id;
+  if (near) {
+    const top = near.getBoundingClientRect().top + window.scrollY;
+    $('detail').style.paddingTop = Math.max(12, Math.min(top - 24, document.documentElement.scrollHeight - 420)) + 'px';
+  }
+  let task;
+  try {
+    task = (await call('get_task', { task_id: id })).task;
+  } catch (e) {
+    problem(e.message);
+    state.open = null;
+    return;
+  }
+  $('detail-title').replaceChildren(el('span', { class: 'id' }, '#' + task.id + ' '), markdown(task.title, true));
+  const parts = [
+    el('div', { class: 'card-meta' },
+      el('span', { class: 'badge' }, LABELS[task.status] || task.status),
+      task.assignee ? el('span', { class: 'badge' + (mine(task) ? ' you' : '') }, '@' + task.assignee) : null,
+      el('span', { class: 'faint' }, 'by @' + task.created_by + ' · ' + when(task.created_ts))),
+    task.body ? el('div', { class: 'md' }, markdown(task.body, false)) : null,
+    task.result ? el('div', { class: 'result' }, el('h4', {}, 'Result'), el('div', { class: 'md' }, markdown(task.result, false))) : null,
+  ];
+  const notes = task.notes || [];
+  parts.push(el('h4', {}, 'Notes'));
+  parts.push(notes.length
+    ? el('div', { class: 'notes' }, notes.map((n) => el('div', { class: 'msg' }, el('div', { class: 'msg-head' }, el('strong', {}, n.author), el('span', { class: 'faint' }, when(n.ts))), el('div', { class: 'md' }, markdown(n.body, false)))))
+    : el('p', { class: 'faint' }, 'No notes.'));
+  const buttons = [];
+  if (canClaim(task)) buttons.push(el('button', { type: 'button', class: 'primary small', 'data-act': 'claim', onclick: () => claim(task) }, 'Claim'));
+  if (canRelease(task)) buttons.push(el('button', { type: 'button', class: 'small', 'data-act': 'release', onclick: () => release(task) }, 'Release'));
+  if (canReview(task)) buttons.push(el('button', { type: 'button', class: 'primary small', 'data-act': 'approve', onclick: () => approve(task) }, 'Approve'));
+  if (canNote() || canReview(task)) {
+    const text = el('textarea', { id: 'note-body', rows: 2, maxlength: 4000, placeholder: canReview(task) ? 'A note (a rejection needs one)' : 'Add a note', 'aria-label': 'Note' });
+    const noteBtn = canNote() ? el('button', { type: 'button', class: 'small', 'data-act': 'note', onclick: () => text.value.trim() ? addNote(task, text.value) : problem('Write the note first.') }, 'Add note') : null;
+    const rejectBtn = canReview(task) ? el('button', { type: 'button', class: 'small danger', 'data-act': 'reject', onclick: () => reject(task, text.value) }, 'Reject') : null;
+    parts.push(el('div', { class: 'note-form' }, text, el('div', { class: 'row' }, noteBtn, rejectBtn)));
+  }
+  if (buttons.length) parts.push(el('div', { class: 'card-actions' }, buttons));
+  $('detail-body').replaceChildren(...parts.filter(Boolean));
+  $('detail').hidden = false;
+}
+
+function closeTask() {
+  state.open = null;
+  $('detail').hidden = true;
+}
+
+function replyTo(m) {
+  state.replyTo = m.id;
+  const r = $('replying');
+  r.querySelector('span').textContent = 'Replying to @' + m.author + ' (#' + m.id + ')';
+  r.hidden = false;
+  $('message-body').focus();
+}
+
+// ---------- loading ----------
+
+function show(data) {
+  if (!data || !data.board) return;
+  state.data = data;
+  if (data.room) state.room = data.room;
+  render();
+}
+
+async function refresh() {
+  show(await call('show_board', {}));
+}
+
+async function refreshQuietly() {
+  if (state.busy || document.hidden) return;
+  try { await refresh(); } catch (e) { problem(e.message); }
+}
+
+// Links never navigate this frame: task references open the task, other
+// links go to the host, which asks the person before opening them.
+document.addEventListener('click', (e) => {
+  const a = e.target.closest && e.target.closest('a[href]');
+  if (!a) return;
+  e.preventDefault();
+  const href = a.getAttribute('href');
+  const task = /^#task-(\d+)$/.exec(href);
+  if (task) {
+    openTask(Number(task[1]), a);
+    return;
+  }
+  if (/^(https?:|mailto:)/i.test(href)) app.openLink({ url: href }).catch(() => {});
+});
+
+$('refresh').addEventListener('click', () => act('Refreshing', async () => {}));
+$('detail-close').addEventListener('click', closeTask);
+$('detail').addEventListener('click', (e) => { if (e.target === $('detail')) closeTask(); });
+document.addEventListener('keydown', (e) => { if (e.key === 'Escape') closeTask(); });
+$('cancel-reply').addEventListener('click', () => { state.replyTo = null; $('replying').hidden = true; });
+for (const b of document.querySelectorAll('#tabs [data-tab]')) {
+  b.addEventListener('click', () => {
+    $('main').dataset.tab = b.dataset.tab;
+    for (const o of document.querySelectorAll('#tabs [data-tab]')) o.setAttribute('aria-selected', String(o === b));
+  });
+}
+// No <form> submit: hosts sandbox the frame without `allow-forms`.
+function send() {
+  const body = $('message-body').value;
+  if (!body.trim()) return;
+  const args = { body };
+  if (state.replyTo) args.reply_to = state.replyTo;
+  act('Sending', async () => {
+    await call('post_message', args);
+    $('message-body').value = '';
+    state.replyTo = null;
+    $('replying').hidden = true;
+  });
+}
+$('send').addEventListener('click', send);
+$('message-body').addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) send();
+});
+
+// Handlers first: the host may send the tool's input and result as soon as
+// the handshake ends.
+app.ontoolinput = (p) => {
+  if (p?.arguments?.room) state.room = p.arguments.room;
+};
+app.ontoolresult = (p) => show(p?.structuredContent);
+app.onhostcontextchanged = applyContext;
+app.onteardown = async () => ({});
+
+try {
+  await app.connect(new PostMessageTransport(window.parent, window.parent));
+  applyContext(app.getHostContext());
+  state.me = await call('whoami', {});
+  if (!state.room) state.room = state.me.room;
+  renderMe();
+  if (state.data) render();
+  else await refresh();
+  document.body.dataset.ready = 'true';
+  setInterval(refreshQuietly, REFRESH_MS);
+} catch (e) {
+  problem('The board could not load: ' + e.message);
+}
