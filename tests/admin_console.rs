@@ -1183,3 +1183,96 @@ async fn no_answer_carries_a_raw_token() {
         );
     }
 }
+
+/// The console answers carry ChatRoomMCP's keys beside ours: the page says
+/// "chatroom admin"; the state has top-level `lan_url`/`public_url` and a
+/// `revoked` flag per token; creating a room says `created`; a mint takes
+/// `lan_url`/`public_url` for its setup text (`public` beside `remote`,
+/// `claude_cli` beside `claude_mcp_add`); purge says `removed` and
+/// `revoked_remaining`.
+#[tokio::test]
+async fn answers_carry_the_original_keys() {
+    let (s, root) = start(|c| c.public_url = Some("https://chat.example.com".into())).await;
+    let c = Console::new(&s, Some(&root));
+    let page = c.get("/admin").await;
+    assert!(page.text.contains("chatroom admin"), "{}", page.text);
+    let st = c.state().await;
+    assert_eq!(st["public_url"], "https://chat.example.com");
+    assert!(
+        st["lan_url"].as_str().unwrap().starts_with("http://"),
+        "{}",
+        st["lan_url"]
+    );
+
+    let made = c
+        .post(
+            "/v1/admin/rooms",
+            json!({"name": "made", "description": "by the API"}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.text);
+    assert_eq!(made.json["created"], true);
+    assert_eq!(made.json["room"]["description"], "by the API");
+
+    let m = c
+        .post(
+            "/v1/admin/tokens",
+            json!({"agent": "dual", "room": "made", "lan_url": "http://10.0.0.5:8090/", "public_url": "https://bus.example.com"}),
+        )
+        .await;
+    assert_eq!(m.status, 201, "{}", m.text);
+    let setup = &m.json["setup"];
+    assert_eq!(setup["lan"]["url"], "http://10.0.0.5:8090");
+    assert_eq!(setup["public"]["url"], "https://bus.example.com");
+    assert_eq!(setup["remote"], setup["public"]);
+    let cli = setup["lan"]["claude_cli"].as_str().unwrap();
+    assert!(cli.contains("http://10.0.0.5:8090/mcp"), "{cli}");
+    assert_eq!(setup["lan"]["claude_cli"], setup["lan"]["claude_mcp_add"]);
+    // The minted token works and is scoped to its room.
+    let minted = s.mcp(m.json["token"].as_str().unwrap());
+    assert_eq!(minted.call("whoami", json!({})).await["agent"], "dual");
+    assert_eq!(
+        minted.refused("list_tasks", json!({"room": "lobby"})).await,
+        "forbidden"
+    );
+    for bad in [
+        json!({"agent": "x", "room": "made", "lan_url": "ftp://x"}),
+        json!({"agent": "x", "room": "made", "public_url": "https://a b"}),
+        json!({"agent": "x", "room": "made", "lan_url": "http://x\"; rm -rf /"}),
+    ] {
+        let a = c.post("/v1/admin/tokens", bad.clone()).await;
+        assert_eq!((a.status, a.code()), (400, "invalid_argument"), "{bad}");
+    }
+
+    s.token("doomed", "lobby").await;
+    c.post("/v1/admin/tokens/revoke", json!({"agent": "doomed"}))
+        .await;
+    let tokens = c.state().await["tokens"].clone();
+    let flag = |agent: &str| {
+        tokens
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["agent"] == agent)
+            .map(|t| t["revoked"].clone())
+            .unwrap()
+    };
+    assert_eq!((flag("doomed"), flag("dual")), (json!(true), json!(false)));
+    let far = c
+        .post("/v1/admin/tokens/purge", json!({"older_than_days": 3650}))
+        .await;
+    assert_eq!(
+        (
+            far.json["removed"].as_i64(),
+            far.json["revoked_remaining"].as_i64()
+        ),
+        (Some(0), Some(1))
+    );
+    let all = c
+        .post("/v1/admin/tokens/purge", json!({"older_than_days": 0}))
+        .await;
+    assert_eq!(all.json["removed"], 1);
+    assert_eq!(all.json["purged"], 1);
+    assert_eq!(all.json["revoked_remaining"], 0);
+    assert_eq!(all.json["live_tokens"], 2);
+}

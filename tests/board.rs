@@ -932,3 +932,23 @@ async fn full_text_search() {
         "invalid_argument"
     );
 }
+
+/// Every refused claim of a held task says who holds it ("held by"), the
+/// holder's own second claim included.
+#[tokio::test]
+async fn refused_claims_name_the_holder() {
+    let s = TestServer::start().await;
+    let c = cast(&s).await;
+    let t = id(&c.creator.call("create_task", json!({"title": "t"})).await["created"]);
+    assert_eq!(
+        c.holder.call("claim_task", json!({"task_id": t})).await["claimed"],
+        true
+    );
+    let again = c.holder.call("claim_task", json!({"task_id": t})).await;
+    assert_eq!(again["claimed"], false);
+    let reason = again["reason"].as_str().unwrap();
+    assert!(reason.contains("held by holder (you)"), "{reason}");
+    assert!(reason.contains("you already hold this task"), "{reason}");
+    let other = c.other.call("claim_task", json!({"task_id": t})).await;
+    assert_eq!(other["reason"], "already held by holder");
+}

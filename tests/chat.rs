@@ -616,3 +616,89 @@ async fn waits_are_scoped_to_their_room() {
         "an event in another room does not wake"
     );
 }
+
+/// An agent whose only call is `whoami` is seen: `list_agents` shows its
+/// `last_seen` (every authenticated call is a sign of life).
+#[tokio::test]
+async fn whoami_alone_is_a_sign_of_life() {
+    let s = TestServer::start().await;
+    let alice = s.agent("alice", "lobby").await;
+    let bob = s.agent("bob", "lobby").await;
+    bob.call("whoami", json!({})).await;
+    let r = alice.call("list_agents", json!({})).await;
+    let b = r["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["agent"] == "bob")
+        .cloned()
+        .unwrap();
+    assert!(b["last_seen"].is_string(), "{b}");
+}
+
+/// Results carry ChatRoomMCP's keys beside ours: `count` from
+/// `read_messages`, `cursor_unchanged` from `read_events`, `ok` and
+/// `room_info` from `set_room_info`, `deleted_room` from `delete_room`.
+#[tokio::test]
+async fn results_carry_the_original_keys() {
+    let s = TestServer::start().await;
+    let alice = s.agent("alice", "lobby").await;
+    alice.call("post_message", json!({"body": "hi"})).await;
+    alice.call("post_message", json!({"body": "again"})).await;
+    let m = alice.call("read_messages", json!({"since_id": 0})).await;
+    assert_eq!(m["count"], 2);
+    let e = alice.call("read_events", json!({})).await;
+    assert_eq!(e["cursor_unchanged"], true);
+    assert_eq!(e["count"], e["events"].as_array().unwrap().len());
+    // read_events really left the cursor alone.
+    assert_eq!(
+        alice.call("whats_new", json!({})).await["count"],
+        e["count"]
+    );
+    let i = alice
+        .call("set_room_info", json!({"description": "the lobby"}))
+        .await;
+    assert_eq!(i["ok"], true);
+    assert_eq!(i["description"], "the lobby");
+    assert_eq!(i["room_info"]["name"], "lobby");
+    assert_eq!(i["room_info"]["description"], "the lobby");
+    assert!(i["room_info"].get("onboarding_notes").is_some());
+    let admin = s.mcp(
+        &s.token_with(Grant {
+            agent: "root".into(),
+            room: "lobby".into(),
+            admin: true,
+            ..Grant::default()
+        })
+        .await,
+    );
+    let d = admin.call("delete_room", json!({"room": "lobby"})).await;
+    assert_eq!(d["deleted"], "lobby");
+    assert_eq!(d["deleted_room"], "lobby");
+}
+
+/// Refusals keep the phrases ChatRoomMCP's clients match on: an ungranted
+/// room "does not grant", a room-admin action "not an admin".
+#[tokio::test]
+async fn refusals_say_what_the_original_says() {
+    let s = TestServer::start().await;
+    s.room("other").await;
+    let alice = s.agent("alice", "lobby").await;
+    let msg = |r: common::ToolResult| r.body["error"]["message"].as_str().unwrap().to_owned();
+    let r = alice
+        .try_call("read_messages", json!({"room": "other"}))
+        .await;
+    assert_eq!(r.code(), "forbidden");
+    let m = msg(r);
+    assert!(m.contains("does not grant room \"other\""), "{m}");
+    assert!(m.contains("lobby"), "{m}");
+    for (tool, args) in [
+        ("set_retention", json!({"days": 1})),
+        ("delete_room", json!({"room": "lobby"})),
+    ] {
+        let r = alice.try_call(tool, args).await;
+        assert_eq!(r.code(), "forbidden");
+        let m = msg(r);
+        assert!(m.contains("not an admin"), "{tool}: {m}");
+    }
+}

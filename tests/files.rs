@@ -182,3 +182,96 @@ async fn delete_rules() {
         2
     );
 }
+
+/// File results carry ChatRoomMCP's keys beside ours: `id` with `file_id`
+/// in `put_file`, `get_file` and `list_files`, and `delete_file` answers
+/// the deleted file's metadata under `deleted`.
+#[tokio::test]
+async fn file_results_carry_the_original_keys() {
+    let s = TestServer::start().await;
+    let a = s.agent("alice", "lobby").await;
+    let put = a
+        .call(
+            "put_file",
+            json!({"name": "k.txt", "content_base64": b64(b"keys"), "mime": "text/plain"}),
+        )
+        .await;
+    let id = put["file_id"].as_i64().unwrap();
+    assert_eq!(put["id"], id);
+    let got = a.call("get_file", json!({"file_id": id})).await;
+    assert_eq!(
+        (got["id"].as_i64(), got["file_id"].as_i64()),
+        (Some(id), Some(id))
+    );
+    let list = a.call("list_files", json!({})).await;
+    assert_eq!(list["files"][0]["id"], id);
+    assert_eq!(list["files"][0]["file_id"], id);
+    let del = a.call("delete_file", json!({"file_id": id})).await;
+    assert_eq!(del["ok"], true);
+    assert_eq!(del["file_id"], id);
+    let d = &del["deleted"];
+    assert_eq!(d["id"], id);
+    assert_eq!(d["name"], "k.txt");
+    assert_eq!(d["size"], 4);
+    assert_eq!(d["mime"], "text/plain");
+    assert_eq!(d["author"], "alice");
+    assert_eq!(d["sha256"], put["sha256"]);
+    assert!(d["ts"].is_string());
+    assert!(d.get("expires_at").is_some());
+}
+
+/// `expires_in_hours` takes a fraction: half an hour expires 30 minutes
+/// after the upload. Zero, negative and over-long values stay refused.
+#[tokio::test]
+async fn fractional_expiry_is_accepted_and_checked() {
+    let s = TestServer::start().await;
+    let a = s.agent("alice", "lobby").await;
+    let put = a
+        .call(
+            "put_file",
+            json!({"name": "half.txt", "content_base64": b64(b"x"), "expires_in_hours": 0.5}),
+        )
+        .await;
+    let got = a.call("get_file", json!({"file_id": put["file_id"]})).await;
+    let ts = |v: &serde_json::Value| {
+        let t = time::OffsetDateTime::parse(
+            v.as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap();
+        (t.unix_timestamp_nanos() / 1_000_000) as i64
+    };
+    let lifetime = ts(&got["expires_at"]) - ts(&got["ts"]);
+    assert!(
+        (1_799_000..=1_801_000).contains(&lifetime),
+        "lifetime {lifetime} ms"
+    );
+    for bad in [json!(0.0), json!(-0.5), json!(87_600.5), json!(1e300)] {
+        assert_eq!(
+            a.refused(
+                "put_file",
+                json!({"name": "x", "content_base64": b64(b"x"), "expires_in_hours": bad})
+            )
+            .await,
+            "invalid_argument",
+            "{bad}"
+        );
+    }
+    assert_eq!(a.call("list_files", json!({})).await["count"], 1);
+}
+
+/// A file over the cap is refused with a message naming the cap.
+#[tokio::test]
+async fn over_the_cap_says_cap() {
+    let s = TestServer::start_with(|c| c.max_file_bytes = 10).await;
+    let a = s.agent("alice", "lobby").await;
+    let r = a
+        .try_call(
+            "put_file",
+            json!({"name": "big", "content_base64": b64(&[1u8; 11])}),
+        )
+        .await;
+    assert_eq!(r.code(), "too_large");
+    let msg = r.body["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("the cap is 10 bytes"), "{msg}");
+}

@@ -488,3 +488,113 @@ async fn room_names_keep_their_case() {
     let read = bob.call("read_messages", json!({"room": "projA"})).await;
     assert_eq!(read["room"], "projA", "{read}");
 }
+
+/// ChatRoomMCP's clients upload with the name in an `X-Chatroom-Filename`
+/// header and a fractional `expires_in_hours`; the name is still checked,
+/// another room's file id is still `not_found` (SPEC §3), and the answers
+/// carry the original's keys (`id`, `deleted`).
+#[tokio::test]
+async fn files_the_original_way() {
+    let s = TestServer::start().await;
+    let alice = rest(&s, "alice").await;
+    s.room("elsewhere").await;
+    let eve = Rest::new(&s.url, &s.token("eve", "elsewhere").await);
+    let bytes: Vec<u8> = (0..200u8).collect();
+    let up = |name: &str, query: &str| {
+        alice.send(
+            alice
+                .http
+                .post(format!("{}/v1/files{query}", alice.base))
+                .bearer_auth(&alice.token)
+                .header("X-Chatroom-Filename", name)
+                .body(bytes.clone()),
+        )
+    };
+    let a = up("raw.bin", "?expires_in_hours=0.25").await;
+    assert_eq!(a.status, 201, "{:?}", a.json);
+    assert_eq!(a.json["name"], "raw.bin");
+    assert_eq!(a.json["size"], 200);
+    assert!(a.json["expires_at"].is_string());
+    let id = a.json["file_id"].as_i64().unwrap();
+    assert_eq!(a.json["id"], id);
+    // `?name=` wins over the header.
+    let b = up("header.bin", "?name=query.bin").await;
+    assert_eq!(b.json["name"], "query.bin");
+    // The header's name is checked like any other.
+    let c = up("../etc/passwd", "").await;
+    assert_eq!((c.status, c.code()), (400, "invalid_argument"));
+    for bad in ["0", "-1", "NaN", "inf", "soon"] {
+        let d = up("x.bin", &format!("?expires_in_hours={bad}")).await;
+        assert_eq!((d.status, d.code()), (400, "invalid_argument"), "{bad}");
+    }
+    let got = alice.get(&format!("/v1/files/{id}")).await;
+    assert_eq!(got.bytes, bytes);
+    let list = alice.get("/v1/files").await;
+    assert_eq!(list.json["count"], 2);
+    assert!(
+        list.json["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == id)
+    );
+    let e = eve.get(&format!("/v1/files/{id}")).await;
+    assert_eq!((e.status, e.code()), (404, "not_found"));
+    let e = eve.delete(&format!("/v1/files/{id}")).await;
+    assert_eq!((e.status, e.code()), (404, "not_found"));
+    let del = alice.delete(&format!("/v1/files/{id}")).await;
+    assert_eq!(del.status, 200);
+    assert_eq!(del.json["deleted"]["id"], id);
+    assert_eq!(del.json["deleted"]["name"], "raw.bin");
+    assert_eq!(del.json["deleted"]["size"], 200);
+}
+
+/// REST answers carry ChatRoomMCP's keys beside ours: `count` and
+/// `cursor_unchanged` on reads, `ok` and `room_info` on setting room info,
+/// `deleted_room` on deleting a room; a call naming no room (`/v1/rooms`)
+/// still marks the caller as seen.
+#[tokio::test]
+async fn rest_answers_carry_the_original_keys() {
+    let s = TestServer::start().await;
+    let alice = rest(&s, "alice").await;
+    let bob = Rest::new(&s.url, &s.token("bob", "lobby").await);
+    bob.get("/v1/rooms").await;
+    let a = alice.get("/v1/agents").await;
+    let b = a.json["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["agent"] == "bob")
+        .cloned()
+        .unwrap();
+    assert!(b["last_seen"].is_string(), "{b}");
+
+    alice.post("/v1/messages", json!({"body": "one"})).await;
+    let m = alice.get("/v1/messages").await;
+    assert_eq!(m.json["count"], 1);
+    assert_eq!(m.json["messages"].as_array().unwrap().len(), 1);
+    let e = alice.get("/v1/events").await;
+    assert_eq!(e.json["cursor_unchanged"], true);
+    assert!(e.json["count"].as_i64().unwrap() >= 1);
+    let i = alice
+        .post("/v1/rooms/lobby/info", json!({"description": "d"}))
+        .await;
+    assert_eq!(i.json["ok"], true);
+    assert_eq!(i.json["description"], "d");
+    assert_eq!(i.json["room_info"]["description"], "d");
+    assert_eq!(i.json["room_info"]["name"], "lobby");
+    let admin = Rest::new(
+        &s.url,
+        &s.token_with(Grant {
+            agent: "root".into(),
+            room: "lobby".into(),
+            admin: true,
+            ..Grant::default()
+        })
+        .await,
+    );
+    let d = admin.delete("/v1/rooms/lobby").await;
+    assert_eq!(d.status, 200, "{:?}", d.json);
+    assert_eq!(d.json["deleted"], "lobby");
+    assert_eq!(d.json["deleted_room"], "lobby");
+}

@@ -562,7 +562,10 @@ impl Core {
         self.change_task(call, &room, id, true, |task, record| {
             let now = record.now;
             if task.holder() == Some(call.agent.as_str()) {
-                return Ok(Decision::Refuse("you already hold this task".into()));
+                return Ok(Decision::Refuse(format!(
+                    "already held by {} (you): you already hold this task",
+                    call.agent
+                )));
             }
             if let Some(holder) = task.holder() {
                 return Ok(Decision::Refuse(format!("already held by {holder}")));

@@ -11,7 +11,19 @@ use crate::domain::{Call, Core, limits};
 use crate::error::{Error, Result};
 
 /// The longest expiry: ten years.
-const MAX_EXPIRY_HOURS: i64 = 87_600;
+const MAX_EXPIRY_HOURS: f64 = 87_600.0;
+
+/// `expires_in_hours` as milliseconds: any positive, finite number of hours
+/// up to [`MAX_EXPIRY_HOURS`], a fraction included (`0.5` is half an hour).
+fn expiry_ms(hours: f64) -> Result<i64> {
+    if !(hours.is_finite() && hours > 0.0 && hours <= MAX_EXPIRY_HOURS) {
+        return Err(Error::invalid(format!(
+            "expires_in_hours must be a number of hours above 0 and at most {MAX_EXPIRY_HOURS} (fractions allowed); leave it out for no expiry"
+        )));
+    }
+    // At least one millisecond, so a tiny positive value still expires.
+    Ok(((hours * 3_600_000.0).round() as i64).max(1))
+}
 
 /// Refuses empty, path-like or control-character file names.
 pub fn check_name(name: &str) -> Result<()> {
@@ -53,7 +65,7 @@ impl Core {
         name: &str,
         content: Vec<u8>,
         mime: Option<&str>,
-        expires_in_hours: Option<i64>,
+        expires_in_hours: Option<f64>,
         task_id: Option<i64>,
     ) -> Result<FileMeta> {
         let room = self.room(call, room).await?.name;
@@ -64,7 +76,7 @@ impl Core {
         }
         if content.len() > self.settings.max_file_bytes {
             return Err(Error::TooLarge(format!(
-                "the file is {} bytes; the limit is {} bytes (CHATROOM_MAX_FILE_BYTES)",
+                "the file is {} bytes; the cap is {} bytes (CHATROOM_MAX_FILE_BYTES)",
                 content.len(),
                 self.settings.max_file_bytes
             )));
@@ -78,15 +90,10 @@ impl Core {
             return Err(Error::invalid("mime must not hold control characters"));
         }
         let now = self.clock.now_ms();
-        let expires_at = match expires_in_hours {
-            None => None,
-            Some(h) if (1..=MAX_EXPIRY_HOURS).contains(&h) => Some(now + h * 3_600_000),
-            Some(_) => {
-                return Err(Error::invalid(format!(
-                    "expires_in_hours must be from 1 to {MAX_EXPIRY_HOURS}"
-                )));
-            }
-        };
+        let expires_at = expires_in_hours
+            .map(expiry_ms)
+            .transpose()?
+            .map(|ms| now + ms);
         if let Some(t) = task_id
             && self.store.get_task(&room, t).await?.is_none()
         {

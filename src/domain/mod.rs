@@ -94,7 +94,7 @@ impl Core {
         };
         if !caller.granted(name) {
             return Err(Error::forbidden(format!(
-                "this token is not granted room {name:?}; use one of your rooms ({}) or ask an admin for access",
+                "this token does not grant room {name:?}; use one of your rooms ({}) or ask an admin for access",
                 caller.rooms().join(", ")
             )));
         }
@@ -104,6 +104,13 @@ impl Core {
             })?;
         self.presence.touch(name, &caller.agent);
         Ok(room)
+    }
+
+    /// Marks `caller` as seen in its default room. Every authenticated call
+    /// is a sign of life, also one that names no room (`whoami`, the rooms
+    /// list); calls that act on a room are marked by [`Core::room`].
+    pub fn seen(&self, caller: &Caller) {
+        self.presence.touch(&caller.room, &caller.agent);
     }
 
     /// Refuses a write by a read-only (observer) token.
@@ -122,7 +129,7 @@ impl Core {
         self.writable(caller)?;
         if !caller.admin {
             return Err(Error::forbidden(
-                "only a room admin token may do this; ask the server owner",
+                "this token is not an admin: only a room admin token may do this; ask the server owner",
             ));
         }
         Ok(())

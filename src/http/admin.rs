@@ -357,7 +357,10 @@ async fn create_room(
         false,
     )
     .await;
-    Ok((StatusCode::CREATED, Json(json!({ "room": room }))).into_response())
+    // `created`: ChatRoomMCP's clients read it (a name in use is a conflict
+    // here, so a room this answers is always new).
+    let body = json!({ "ok": true, "created": true, "room": room });
+    Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 /// The `{room}` of a console path. A struct, not a bare `String`: the
@@ -483,6 +486,10 @@ struct MintBody {
     lead: bool,
     #[serde(default)]
     skills: Vec<String>,
+    /// Base URL for the LAN setup text (instead of the configured one).
+    lan_url: Option<String>,
+    /// Base URL for the remote setup text (instead of the configured one).
+    public_url: Option<String>,
 }
 
 /// Mints a token and answers it once, with the setup text for both sides.
@@ -496,6 +503,7 @@ async fn mint_token(
         std::iter::once(("agent", Some(body.agent.as_str())))
             .chain(body.skills.iter().map(|s| ("skills", Some(s.as_str())))),
     )?;
+    let given = setup::GivenUrls::check(body.lan_url, body.public_url)?;
     let grant = tokens::Grant {
         agent: body.agent.trim().to_owned(),
         room: body.room.trim().to_owned(),
@@ -517,8 +525,10 @@ async fn mint_token(
     record(&state, &actor, "token.mint", target, whole_server).await;
     let mut v = json!(t);
     v["whole_server_admin"] = json!(whole_server);
-    v["setup"] = setup::both(&state.config, &headers, secret.expose(), &t);
+    v["setup"] = setup::both(&state.config, &headers, secret.expose(), &t, &given);
     v["token"] = json!(secret.expose());
+    v["ok"] = json!(true);
+    v["shown_once"] = json!(true);
     Ok((StatusCode::CREATED, Json(v)).into_response())
 }
 
@@ -552,12 +562,14 @@ async fn revoke_tokens(
     }
     let target = format!("agent {agent} ({n} token(s))");
     record(&state, &actor, "token.revoke", target, false).await;
-    Ok(Json(json!({ "agent": agent, "revoked": n })))
+    Ok(Json(json!({ "ok": true, "agent": agent, "revoked": n })))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PurgeBody {
+    /// Rows revoked longer ago than this; 0: every revoked row. Required:
+    /// an empty body purges nothing.
     older_than_days: i64,
 }
 
@@ -570,7 +582,16 @@ async fn purge_tokens(
     let n = tokens::purge(state.core.store.as_ref(), days).await?;
     let target = format!("{n} token(s) revoked more than {days} day(s) ago");
     record(&state, &actor, "token.purge", target, false).await;
-    Ok(Json(json!({ "purged": n, "older_than_days": days })))
+    let left = state.core.store.list_tokens().await?;
+    let revoked = left.iter().filter(|t| t.revoked_ts.is_some()).count();
+    Ok(Json(json!({
+        "ok": true,
+        "purged": n,
+        "removed": n,
+        "revoked_remaining": revoked,
+        "live_tokens": left.len() - revoked,
+        "older_than_days": days,
+    })))
 }
 
 // ---------------------------------------------------------------------------

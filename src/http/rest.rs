@@ -95,6 +95,8 @@ impl Api {
         f: impl AsyncFnOnce(&Call) -> Result<T>,
     ) -> Result<T> {
         let call = Call::new(self.caller.clone(), route);
+        // A sign of life, also for a call that names no room.
+        state.core.seen(&self.caller);
         let room = RoomArg::of(self.room.as_deref()).recorded(&self.caller);
         admit(state, &call, Meter::Requests, room, task_id, async || {
             f(&call).await
@@ -298,10 +300,9 @@ async fn read_messages(
                 .await
         })
         .await?;
-    Ok(Json(api.untrusted(
-        &room,
-        json!({"messages": messages, "latest_id": latest}),
-    )))
+    Ok(Json(
+        api.untrusted(&room, present::messages(&messages, latest)),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -352,10 +353,7 @@ async fn read_events(
             s.core.read_events(call, api.room(), filter).await
         })
         .await?;
-    Ok(Json(api.untrusted(
-        &room,
-        json!({"count": events.len(), "events": events, "latest_event_id": latest}),
-    )))
+    Ok(Json(api.untrusted(&room, present::events(&events, latest))))
 }
 
 /// The room's members with their flags and `last_seen` (presence).
@@ -436,7 +434,9 @@ async fn set_room_info(
             s.core.set_room_info(call, Some(&room), info).await
         })
         .await?;
-    Ok(Json(api.untrusted(&room.name, present::room(&room))))
+    Ok(Json(
+        api.untrusted(&room.name, present::room_info_set(&room)),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -472,7 +472,7 @@ async fn delete_room(
         s.core.delete_room(call, &room).await
     })
     .await?;
-    Ok(Json(api.reply(&room, json!({"ok": true, "deleted": room}))))
+    Ok(Json(api.reply(&room, present::room_deleted(&room))))
 }
 
 #[derive(Deserialize)]
@@ -491,22 +491,19 @@ async fn list_files(
             s.core.list_files(call, api.room(), p.limit).await
         })
         .await?;
-    Ok(Json(api.untrusted(
-        &room,
-        json!({"count": files.len(), "files": files}),
-    )))
+    Ok(Json(api.untrusted(&room, present::files(&files))))
 }
 
 #[derive(Deserialize)]
 struct UploadParams {
     name: Option<String>,
-    expires_in_hours: Option<i64>,
+    expires_in_hours: Option<f64>,
     mime: Option<String>,
     task_id: Option<i64>,
 }
 
 /// Raw bytes up: `201 {ok, file_id, name, sha256, size, expires_at}`. The
-/// type comes from `?mime=`, else the request's `Content-Type` (but not the
+/// name comes from `?name=` or the `X-Chatroom-Filename` header; the type comes from `?mime=`, else the request's `Content-Type` (but not the
 /// form type `curl -d` sends by default).
 async fn upload_file(
     State(s): State<AppState>,
@@ -516,7 +513,26 @@ async fn upload_file(
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> Result<Response> {
     let content = body.map_err(body_error)?;
-    let name = p.name.unwrap_or_default();
+    // `?name=` first, else the `X-Chatroom-Filename` header (what
+    // ChatRoomMCP's clients send); still checked like every file name.
+    let name = match p.name.filter(|n| !n.trim().is_empty()) {
+        Some(name) => name,
+        None => match headers.get("x-chatroom-filename") {
+            None => {
+                return Err(Error::invalid(
+                    "name must not be empty: pass ?name= or an X-Chatroom-Filename header",
+                ));
+            }
+            Some(v) => v
+                .to_str()
+                .map_err(|_| {
+                    Error::invalid(
+                        "the X-Chatroom-Filename header must be visible ASCII; pass a non-ASCII name as ?name= (percent-encoded)",
+                    )
+                })?
+                .to_owned(),
+        },
+    };
     let mime = p.mime.or_else(|| {
         headers
             .get(header::CONTENT_TYPE)
@@ -619,10 +635,7 @@ async fn delete_file(
         })
         .await?;
     let room = api.room.clone().unwrap_or_else(|| api.caller.room.clone());
-    Ok(Json(api.reply(
-        &room,
-        json!({"ok": true, "file_id": meta.file_id}),
-    )))
+    Ok(Json(api.reply(&room, present::file_deleted(&meta))))
 }
 
 #[cfg(test)]

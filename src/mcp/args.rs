@@ -237,8 +237,8 @@ pub struct PutFile {
     pub content_base64: String,
     /// Media type (default application/octet-stream).
     pub mime: Option<String>,
-    /// Hide and delete the file after this many hours.
-    pub expires_in_hours: Option<i64>,
+    /// Hide and delete the file after this many hours (fractions allowed).
+    pub expires_in_hours: Option<f64>,
     /// Link the file to a task of this room.
     pub task_id: Option<i64>,
     /// Room to act on (default: your token's default room).

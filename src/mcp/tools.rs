@@ -134,6 +134,7 @@ impl Chatroom {
     )]
     async fn whoami(&self, Extension(call): Ctx) -> Result<Reply> {
         let c = &call.caller;
+        self.state.core.seen(c);
         Ok(Reply::new(
             &call,
             &c.room,
@@ -205,7 +206,7 @@ impl Chatroom {
             .core
             .set_room_info(&call, a.room.as_deref(), info)
             .await?;
-        Ok(Reply::new(&call, &room.name, present::room(&room)).untrusted())
+        Ok(Reply::new(&call, &room.name, present::room_info_set(&room)).untrusted())
     }
 
     #[tool(
@@ -241,12 +242,7 @@ impl Chatroom {
             .core
             .read_messages(&call, a.room.as_deref(), a.since_id.unwrap_or(0), a.limit)
             .await?;
-        Ok(Reply::new(
-            &call,
-            &room,
-            json!({"messages": messages, "latest_id": latest}),
-        )
-        .untrusted())
+        Ok(Reply::new(&call, &room, present::messages(&messages, latest)).untrusted())
     }
 
     #[tool(
@@ -268,12 +264,7 @@ impl Chatroom {
             .core
             .read_events(&call, a.room.as_deref(), filter)
             .await?;
-        Ok(Reply::new(
-            &call,
-            &room,
-            json!({"count": events.len(), "events": events, "latest_event_id": latest}),
-        )
-        .untrusted())
+        Ok(Reply::new(&call, &room, present::events(&events, latest)).untrusted())
     }
 
     #[tool(
@@ -394,11 +385,7 @@ impl Chatroom {
         Extension(call): Ctx,
     ) -> Result<Reply> {
         self.state.core.delete_room(&call, &a.room).await?;
-        Ok(Reply::new(
-            &call,
-            &a.room,
-            json!({"ok": true, "deleted": a.room}),
-        ))
+        Ok(Reply::new(&call, &a.room, present::room_deleted(&a.room)))
     }
 
     #[tool(
@@ -746,7 +733,7 @@ impl Chatroom {
             .core
             .get_file(&call, a.room.as_deref(), a.file_id)
             .await?;
-        let mut v = json!(meta);
+        let mut v = present::file_meta(&meta);
         v["content_base64"] = json!(files::encode_base64(&bytes));
         let room = a.room.unwrap_or_else(|| call.room.clone());
         Ok(Reply::new(&call, &room, v).untrusted())
@@ -765,7 +752,7 @@ impl Chatroom {
             .core
             .list_files(&call, a.room.as_deref(), a.limit)
             .await?;
-        Ok(Reply::new(&call, &room, json!({"count": files.len(), "files": files})).untrusted())
+        Ok(Reply::new(&call, &room, present::files(&files)).untrusted())
     }
 
     #[tool(description = "Delete a file (its uploader or a room admin).")]
@@ -780,10 +767,6 @@ impl Chatroom {
             .delete_file(&call, a.room.as_deref(), a.file_id)
             .await?;
         let room = a.room.unwrap_or_else(|| call.room.clone());
-        Ok(Reply::new(
-            &call,
-            &room,
-            json!({"ok": true, "file_id": meta.file_id}),
-        ))
+        Ok(Reply::new(&call, &room, present::file_deleted(&meta)))
     }
 }

@@ -119,11 +119,62 @@ pub fn board(
     })
 }
 
+/// A stored file's metadata, as `get_file`, `list_files` and `delete_file`
+/// show it: every field, and its id under `id` as well as `file_id` (the
+/// key ChatRoomMCP's clients read).
+pub fn file_meta(meta: &FileMeta) -> Value {
+    let mut v = json!(meta);
+    v["id"] = json!(meta.file_id);
+    v
+}
+
+/// Files as `list_files` lists them: `{count, files}`.
+pub fn files(files: &[FileMeta]) -> Value {
+    let files: Vec<Value> = files.iter().map(file_meta).collect();
+    json!({"count": files.len(), "files": files})
+}
+
+/// A deleted file: `{ok, file_id, deleted: {…metadata}}`.
+pub fn file_deleted(meta: &FileMeta) -> Value {
+    json!({"ok": true, "file_id": meta.file_id, "deleted": file_meta(meta)})
+}
+
+/// A room's info as `set_room_info` answers it: the fields flat (as
+/// `get_room_info`), and again under `room_info` with `ok`.
+pub fn room_info_set(r: &Room) -> Value {
+    let mut v = room(r);
+    v["ok"] = json!(true);
+    v["room_info"] = room(r);
+    v
+}
+
+/// A deleted room: `{ok, deleted, deleted_room}` (both name it).
+pub fn room_deleted(name: &str) -> Value {
+    json!({"ok": true, "deleted": name, "deleted_room": name})
+}
+
+/// Chat messages as `read_messages` answers them.
+pub fn messages(messages: &[Message], latest_id: i64) -> Value {
+    json!({"count": messages.len(), "messages": messages, "latest_id": latest_id})
+}
+
+/// The event history as `read_events` answers it; `cursor_unchanged`
+/// says this read did not move the caller's `whats_new` cursor.
+pub fn events(events: &[Event], latest_event_id: i64) -> Value {
+    json!({
+        "count": events.len(),
+        "events": events,
+        "latest_event_id": latest_event_id,
+        "cursor_unchanged": true,
+    })
+}
+
 /// A stored file as its upload is acknowledged.
 pub fn file_stored(meta: &FileMeta) -> Value {
     json!({
         "ok": true,
         "file_id": meta.file_id,
+        "id": meta.file_id,
         "name": meta.name,
         "sha256": meta.sha256,
         "size": meta.size,

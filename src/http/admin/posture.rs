@@ -74,6 +74,8 @@ pub fn token_view(t: &TokenRecord, caller: &Caller) -> Value {
     v["is_you"] = json!(t.id == caller.token_id);
     v["you_agent"] = json!(t.agent == caller.agent);
     v["whole_server_admin"] = json!(t.admin && t.all_rooms);
+    // ChatRoomMCP's flag beside our `revoked_ts`.
+    v["revoked"] = json!(t.revoked_ts.is_some());
     v
 }
 
@@ -88,7 +90,13 @@ pub fn state_view(
 ) -> Value {
     let active: Vec<&TokenRecord> = tokens.iter().filter(|t| t.revoked_ts.is_none()).collect();
     let agents: BTreeSet<&str> = active.iter().map(|t| t.agent.as_str()).collect();
+    let (lan, _) = super::setup::base_urls(&state.config, headers);
     json!({
+        // The two client URLs at the top, where ChatRoomMCP's clients read
+        // them: the LAN one (configured, else as the console was reached)
+        // and the public one (configured only, never guessed; else null).
+        "lan_url": lan.url,
+        "public_url": state.config.public_url,
         "server": {"name": "chatroom", "version": env!("CARGO_PKG_VERSION")},
         "you": {"agent": caller.agent, "token_id": caller.token_id},
         "posture": posture(state, headers),

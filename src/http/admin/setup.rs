@@ -95,6 +95,8 @@ pub struct SetupSide {
     /// The MCP server's name in the client: `chatroom-<room>`.
     pub server_name: String,
     pub claude_mcp_add: String,
+    /// The same line under the key ChatRoomMCP's clients read.
+    pub claude_cli: String,
     pub mcp_json: String,
     pub hook_env: String,
     pub hook_settings: String,
@@ -137,6 +139,7 @@ pub fn side(base: &BaseUrl, note: Option<String>, token: &str, t: &TokenRecord) 
         note,
         mcp_url,
         server_name: server_name.clone(),
+        claude_cli: claude_mcp_add.clone(),
         claude_mcp_add,
         mcp_json,
         hook_env,
@@ -154,8 +157,21 @@ pub fn both(
     headers: &HeaderMap,
     token: &str,
     t: &TokenRecord,
+    given: &GivenUrls,
 ) -> serde_json::Value {
-    let (lan, remote) = base_urls(config, headers);
+    let (mut lan, mut remote) = base_urls(config, headers);
+    if let Some(url) = &given.lan_url {
+        lan = BaseUrl {
+            url: url.clone(),
+            source: "mint request",
+        };
+    }
+    if let Some(url) = &given.public_url {
+        remote = BaseUrl {
+            url: url.clone(),
+            source: "mint request",
+        };
+    }
     let lan_note = (lan.source == "request").then(|| {
         "CHATROOM_LAN_URL is not set: this uses the address you reached the console at. \
          Set CHATROOM_LAN_URL to the address agents on your network use."
@@ -167,10 +183,59 @@ pub fn both(
          (e.g. your tunnel's https:// address)."
             .to_owned()
     });
+    let remote = side(&remote, remote_note, token, t);
+    // `public` is ChatRoomMCP's name for the remote side: the same bundle.
     json!({
         "lan": side(&lan, lan_note, token, t),
-        "remote": side(&remote, remote_note, token, t),
+        "public": remote,
+        "remote": remote,
     })
+}
+
+/// Base URLs a mint request names (`lan_url`, `public_url`), overriding the
+/// configured ones in its setup text; checked by [`GivenUrls::check`].
+#[derive(Debug, Default)]
+pub struct GivenUrls {
+    pub lan_url: Option<String>,
+    pub public_url: Option<String>,
+}
+
+impl GivenUrls {
+    /// Takes the two URLs as given: each, if present and not blank, must be
+    /// an `http://` or `https://` URL of visible ASCII without quotes (it is
+    /// pasted into shell lines and JSON); a trailing slash is dropped.
+    pub fn check(
+        lan_url: Option<String>,
+        public_url: Option<String>,
+    ) -> crate::error::Result<GivenUrls> {
+        fn one(field: &str, url: Option<String>) -> crate::error::Result<Option<String>> {
+            let Some(url) = url else { return Ok(None) };
+            let url = url.trim().trim_end_matches('/');
+            if url.is_empty() {
+                return Ok(None);
+            }
+            let rest = url
+                .strip_prefix("https://")
+                .or_else(|| url.strip_prefix("http://"));
+            let plain = url.len() <= 2048
+                && rest.is_some_and(|r| {
+                    !r.is_empty()
+                        && r.bytes().all(|b| {
+                            b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'\\' | b'`')
+                        })
+                });
+            if !plain {
+                return Err(crate::error::Error::invalid(format!(
+                    "{field} must be an http:// or https:// URL (visible ASCII, no quotes, at most 2048 characters)"
+                )));
+            }
+            Ok(Some(url.to_owned()))
+        }
+        Ok(GivenUrls {
+            lan_url: one("lan_url", lan_url)?,
+            public_url: one("public_url", public_url)?,
+        })
+    }
 }
 
 /// A few lines for the agent itself: who it is, where, what it may do, and
