@@ -762,28 +762,56 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
         }
     }
 
+    // The mention index as the server keeps it: only agents of the room
+    // (the agent of a live token that can read it), at most
+    // `limits::MENTIONS` a body, each row pointing at its message or note
+    // and placed by `seq` among the room's messages (a message's own id; for
+    // a note, the room's newest message id when the note was written).
+    let room_agents = |room: &str| -> std::collections::HashSet<String> {
+        src.tokens
+            .iter()
+            .filter(|t| t.revoked_ts.is_none())
+            .filter(|t| t.all_rooms || t.room == room || t.also_rooms.iter().any(|r| r == room))
+            .map(|t| t.agent.to_lowercase())
+            .collect()
+    };
+    let mut room_messages: HashMap<&str, Vec<(i64, i64)>> = HashMap::new();
+    for m in &src.messages {
+        room_messages
+            .entry(m.room.as_str())
+            .or_default()
+            .push((m.ts, off.id("messages", m.id)));
+    }
+    let newest_message_at = |room: &str, ts: i64| -> i64 {
+        room_messages
+            .get(room)
+            .and_then(|l| l.iter().filter(|(t, _)| *t <= ts).map(|(_, id)| *id).max())
+            .unwrap_or(0)
+    };
     let mut mentions = Vec::new();
     let mut mention_id = off.of("mentions");
-    let mut mention = |room: &str,
-                       body: &str,
-                       author: &str,
-                       ts: i64,
-                       refs: (Option<i64>, Option<i64>, Option<i64>)| {
-        for agent in chat::mentions(body) {
-            mention_id += 1;
-            mentions.push(json!({
-                "id": mention_id,
-                "room": room,
-                "agent": agent,
-                "message_id": refs.0,
-                "note_id": refs.1,
-                "task_id": refs.2,
-                "author": author,
-                "ts": ts,
-                "body": body,
-            }));
-        }
-    };
+    let mut mention =
+        |room: &str, body: &str, ts: i64, refs: (Option<i64>, Option<i64>, Option<i64>)| {
+            let agents = room_agents(room);
+            let seq = refs.0.unwrap_or_else(|| newest_message_at(room, ts));
+            for agent in chat::mentions(body)
+                .into_iter()
+                .filter(|a| agents.contains(a))
+                .take(limits::MENTIONS)
+            {
+                mention_id += 1;
+                mentions.push(json!({
+                    "id": mention_id,
+                    "room": room,
+                    "agent": agent,
+                    "message_id": refs.0,
+                    "note_id": refs.1,
+                    "task_id": refs.2,
+                    "ts": ts,
+                    "seq": seq,
+                }));
+            }
+        };
 
     let mut notes = Vec::new();
     for n in &src.notes {
@@ -800,13 +828,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
             "author": n.author,
             "body": n.body,
         }));
-        mention(
-            &n.room,
-            &n.body,
-            &n.author,
-            n.ts,
-            (None, Some(id), Some(task_id)),
-        );
+        mention(&n.room, &n.body, n.ts, (None, Some(id), Some(task_id)));
     }
 
     let message_room: HashMap<i64, &SrcMessage> = src.messages.iter().map(|m| (m.id, m)).collect();
@@ -826,7 +848,7 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
             "body": m.body,
             "reply_to": reply_to,
         }));
-        mention(&m.room, &m.body, &m.author, m.ts, (Some(id), None, None));
+        mention(&m.room, &m.body, m.ts, (Some(id), None, None));
     }
 
     let events: Vec<Value> = src
