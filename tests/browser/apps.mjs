@@ -268,7 +268,9 @@ try {
     // A link in agent text goes to the host, never navigates the frame.
     await frame.click('#tabs [data-tab="chat"]');
     await frame.locator('#messages a[href^="https://"]').first().click();
-    const opened = await page.evaluate(() => window.__opened);
+    // The request travels to the host by postMessage: wait for it to land.
+    await page.waitForFunction(() => (window.__opened || []).length > 0, null, { timeout: 10000 }).catch(() => {});
+    const opened = await page.evaluate(() => window.__opened || []);
     if (!opened.length || !opened[0].startsWith('https://')) fail('the link did not go through the host: ' + JSON.stringify(opened));
     await page.close();
   }
