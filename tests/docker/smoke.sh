@@ -82,9 +82,12 @@ while read -r name; do unset "$name"; done < <(compgen -e | grep -E '^(CHATROOM_
 export DOCKER_BUILDKIT=1 BUILDKIT_PROGRESS=plain
 
 # set_env NAME VALUE: edit NAME's line in the copy's .env.
+# set_env NAME VALUE: sets a variable .env.example documents (its default
+# commented out, as shipped) the way a user would: one live line.
 set_env() {
-  grep -q "^$1=" "$work/.env" || fail ".env has no line $1="
-  sed -i "s|^$1=.*|$1=$2|" "$work/.env"
+  grep -Eq "^(# *)?$1=" "$work/.env" || fail ".env has no line $1= (commented or not)"
+  sed -i -E "/^$1=/d" "$work/.env"
+  echo "$1=$2" >>"$work/.env"
 }
 container() { dc ps -aq chatroom; }
 state() { docker inspect -f '{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}' "$(container)"; }
