@@ -121,10 +121,10 @@ async fn resume_and_tail() {
 
     // A live message after the replay is not doubled.
     bob.call("post_message", json!({"body": "m5"})).await;
-    assert_eq!(
-        stream.expect("activity", T).await.data["detail"]["body"],
-        "m5"
-    );
+    let activity = stream.expect("activity", T).await.data;
+    assert_eq!(activity["data"]["body"], "m5");
+    // `detail` is the line ChatRoomMCP's watcher prints: the text itself.
+    assert_eq!(activity["detail"], "m5");
     assert_eq!(stream.expect("chat", T).await.data["body"], "m5");
 
     let mut stream = alice.stream("after=all&tail=2").await;
@@ -313,7 +313,7 @@ async fn tail_skips_other_rooms() {
     let activity: Vec<&str> = seen
         .iter()
         .filter(|e| e.name == "activity")
-        .map(|e| e.data["detail"]["body"].as_str().unwrap())
+        .map(|e| e.data["data"]["body"].as_str().unwrap())
         .collect();
     assert_eq!(activity, vec!["lobby 3", "lobby 4", "lobby 5"]);
 }

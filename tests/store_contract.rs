@@ -576,6 +576,17 @@ async fn files_round_trip() {
                 .is_none()
         );
         assert_eq!(
+            s.file_room(meta.file_id, NOW).await.unwrap().as_deref(),
+            Some("lobby"),
+            "{n}"
+        );
+        assert_eq!(
+            s.file_room(meta.file_id, NOW + 1000).await.unwrap(),
+            None,
+            "{n}: expired"
+        );
+        assert_eq!(s.file_room(meta.file_id + 99, NOW).await.unwrap(), None);
+        assert_eq!(
             s.list_files("lobby", 10, NOW).await.unwrap().len(),
             1,
             "{n}"

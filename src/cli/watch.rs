@@ -259,7 +259,7 @@ fn event_from_json(v: &Value) -> Option<Event> {
         actor: v["actor"].as_str().unwrap_or("").to_owned(),
         task_id: v["task_id"].as_i64(),
         message_id: v["message_id"].as_i64(),
-        detail: v["detail"].clone(),
+        detail: v["data"].clone(),
     })
 }
 
@@ -333,7 +333,7 @@ mod tests {
     #[test]
     fn prints_mentions_only_in_mentions_mode() {
         let mention = json!({"id": 4, "room": "lobby", "ts": "2026-01-01T00:00:00.000Z", "kind": "message",
-            "actor": "bob", "message_id": 9, "task_id": null, "detail": {"body": "hi @alice\nline two"},
+            "actor": "bob", "message_id": 9, "task_id": null, "detail": "hi @alice line two", "data": {"body": "hi @alice\nline two"},
             "by_you": false, "mentions_you": true});
         let line = notification(Mode::Mentions, &mention).unwrap();
         assert!(

@@ -1243,6 +1243,16 @@ impl Store for PostgresStore {
         Ok(row.as_ref().map(file_from_row))
     }
 
+    async fn file_room(&self, id: i64, now: i64) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT room FROM files WHERE id = $1 AND (expires_ts IS NULL OR expires_ts > $2)",
+        )
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {
         let rows = sqlx::query(
             "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \

@@ -135,6 +135,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(FileMeta, Event)>;
     async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>>;
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>>;
+    /// The room that holds file `id`, unless it expired by `now`.
+    async fn file_room(&self, id: i64, now: i64) -> Result<Option<String>>;
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>>;
     async fn delete_file(&self, room: &str, id: i64, record: Record) -> Result<Option<Event>>;
 

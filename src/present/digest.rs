@@ -76,6 +76,11 @@ pub fn render(room: &Room, page: &EventPage, agent: &str) -> String {
 pub fn line(e: &Event, agent: &str) -> String {
     let ts = fmt_ts(e.ts);
     let when = format!("{}Z", &ts[..ts.len().min(19)]);
+    format!("[{when}] {} {}", e.actor, what(e, agent))
+}
+
+/// What happened in `e`, worded for `agent` (without time and actor).
+pub fn what(e: &Event, agent: &str) -> String {
     let d = &e.detail;
     let task = || {
         format!(
@@ -161,10 +166,13 @@ pub fn line(e: &Event, agent: &str) -> String {
                 .unwrap_or_default();
             format!("updated the room info ({})", fields.join(", "))
         }
-        "retention_set" => format!("set retention to {} days", d["days"]),
+        "retention_set" => match d["days"].as_i64() {
+            Some(0) => "set retention to keep everything".to_owned(),
+            _ => format!("set retention to {} days", d["days"]),
+        },
         other => other.to_string(),
     };
-    format!("[{when}] {} {what}", e.actor)
+    what
 }
 
 /// An event as one line, as `chatroom watch` prints it: the digest's

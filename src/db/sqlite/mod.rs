@@ -1520,6 +1520,17 @@ impl Store for SqliteStore {
         })
     }
 
+    async fn file_room(&self, id: i64, now: i64) -> Result<Option<String>> {
+        self.read(|c| {
+            row(
+                c,
+                "SELECT room FROM files WHERE id = ?1 AND (expires_ts IS NULL OR expires_ts > ?2)",
+                params![id, now],
+                |r| r.get(0),
+            )
+        })
+    }
+
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {
         self.read(|c| {
             rows(
