@@ -105,7 +105,7 @@ pub fn what(e: &Event, agent: &str) -> String {
         ""
     };
     let text = |key: &str| d[key].as_str().map(clean).unwrap_or_default();
-    let what = match e.kind.as_str() {
+    match e.kind.as_str() {
         "message" => {
             let reply = d["reply_to"]
                 .as_i64()
@@ -171,8 +171,7 @@ pub fn what(e: &Event, agent: &str) -> String {
             _ => format!("set retention to {} days", d["days"]),
         },
         other => other.to_string(),
-    };
-    what
+    }
 }
 
 /// An event as one line, as `chatroom watch` prints it: the digest's
