@@ -71,7 +71,9 @@ pub async fn state(
             max_file_bytes: config.max_file_bytes,
         },
         shutdown,
-    );
+    )
+    .note_start()
+    .await?;
     let (audit_tx, audit_rx) = mpsc::unbounded_channel();
     let bodies = Arc::new(BodyBudget::for_limit(body_limit(config.max_file_bytes)));
     Ok((

@@ -355,6 +355,77 @@ async fn room_routes() {
     assert_eq!((a.status, a.code()), (404, "not_found"));
 }
 
+/// A hook's `after_id` beyond the room's history (its mark from before a
+/// restore) is not applied: the answer shows the new events, says so in
+/// `cursor_reset` and `x-chatroom-cursor-reset`, and its
+/// `x-chatroom-last-event-id` is the server's, not the stale mark. With
+/// nothing new the text stays empty (the hook stays silent) and the
+/// headers still tell. An `after_id` within the ids other rooms used is
+/// applied as ever.
+#[tokio::test]
+async fn whats_new_after_id_beyond_the_history() {
+    let s = TestServer::start().await;
+    let alice = rest(&s, "alice").await;
+    let bob = rest(&s, "bob").await;
+    let carol = s.agent("carol", "busy").await;
+    bob.post("/v1/messages", json!({"body": "one"})).await;
+    bob.post("/v1/messages", json!({"body": "two"})).await;
+    let latest = bob.get("/v1/events").await.json["latest_event_id"]
+        .as_i64()
+        .unwrap();
+    let stale = latest + 50;
+
+    let a = alice
+        .get(&format!("/v1/whats_new?peek=1&after_id={stale}"))
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.json);
+    assert_eq!(a.json["count"], 2, "{:?}", a.json);
+    assert_eq!(
+        a.json["cursor_reset"],
+        json!({"requested_after": stale, "latest_event_id": latest, "resumed_after": 0})
+    );
+    assert_eq!(a.header("x-chatroom-cursor-reset"), latest.to_string());
+    assert_eq!(a.header("x-chatroom-last-event-id"), latest.to_string());
+
+    let a = alice
+        .get(&format!(
+            "/v1/whats_new?format=text&peek=1&after_id={stale}"
+        ))
+        .await;
+    let text = a.text();
+    assert!(text.starts_with("=== BEGIN UNTRUSTED DATA "), "{text}");
+    assert!(text.contains("history on the server restarted"), "{text}");
+    assert!(text.contains("two"), "{text}");
+    assert_eq!(a.header("x-chatroom-cursor-reset"), latest.to_string());
+
+    // Nothing new: an empty body, the headers still say it.
+    alice.get("/v1/whats_new").await;
+    let a = alice
+        .get(&format!(
+            "/v1/whats_new?format=text&peek=1&after_id={stale}"
+        ))
+        .await;
+    assert_eq!((a.status, a.text().as_str()), (200, ""));
+    assert_eq!(a.header("x-chatroom-cursor-reset"), latest.to_string());
+    assert_eq!(a.header("x-chatroom-last-event-id"), latest.to_string());
+
+    // Past the room's latest event but within the ids handed out: applied.
+    bob.post("/v1/messages", json!({"body": "three"})).await;
+    carol
+        .call("post_message", json!({"body": "elsewhere"}))
+        .await;
+    let busy = carol.call("read_events", json!({})).await["latest_event_id"]
+        .as_i64()
+        .unwrap();
+    let a = alice
+        .get(&format!("/v1/whats_new?peek=1&after_id={busy}"))
+        .await;
+    assert_eq!(a.json["count"], 0, "{:?}", a.json);
+    assert!(a.json.get("cursor_reset").is_none(), "{:?}", a.json);
+    assert_eq!(a.header("x-chatroom-cursor-reset"), "");
+    assert_eq!(a.header("x-chatroom-last-event-id"), busy.to_string());
+}
+
 /// `/v1/whats_new` leaves the caller's own events out, moves the cursor
 /// unless `peek=1`, and in `format=text` gives the framed digest or an
 /// empty body; every call leaves an audit row.

@@ -3,8 +3,10 @@
 //! `mentions` (messages and notes that `@mention` you, the default), `all`
 //! (everything peers do), `board` (peers' task changes). Your own actions
 //! are never printed. It reconnects with back-off and resumes after the last
-//! event it saw; a rejected token stops it with a clear message and a
-//! non-zero exit.
+//! event it saw; when the server's history is behind that (the database was
+//! restored from a backup), the stream's `reset` says where it resumes and
+//! the watcher says so on stderr. A rejected token stops it with a clear
+//! message and a non-zero exit.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -208,6 +210,17 @@ impl Watch {
                         }
                         if let Some(line) = notification(self.mode, &data) {
                             println!("{line}");
+                        }
+                    }
+                    "reset" => {
+                        // The server's history is behind this watcher's
+                        // position: carry on from where the server resumes.
+                        if let Some(resumed) = data["resumed_after"].as_i64() {
+                            eprintln!(
+                                "chatroom watch: the server's history is behind this watcher's (it was at event {}, the room now ends at event {}: restored from a backup?); resuming after event {resumed}",
+                                data["requested_after"], data["latest_event_id"],
+                            );
+                            self.after = Some(resumed);
                         }
                     }
                     "error" => {

@@ -88,6 +88,17 @@ pub trait Store: Send + Sync + 'static {
     /// Whether an event by someone other than `agent` lies past its cursor.
     async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>>;
     async fn cursor(&self, room: &str, agent: &str) -> Result<i64>;
+    /// Sets the agent's cursor in `room` back from `from` to `to`, if it is
+    /// still at `from`; `false` when it had moved on. For a cursor beyond
+    /// the room's history (a database restored under newer cursors), which
+    /// would hide what is written next; cursors otherwise only move forward.
+    /// A backend that cannot refuses.
+    async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
+        let _ = (room, agent, from, to);
+        Err(crate::error::Error::invalid(
+            "this database cannot set a cursor back",
+        ))
+    }
 
     // Audit and admin log
     async fn insert_audit(&self, rows: &[AuditRow]) -> Result<()>;

@@ -313,6 +313,63 @@ impl TestServer {
         std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
     }
 
+    /// A backup written by `chatroom admin backup`, as an operator makes
+    /// one while the server runs; the file lives in the returned folder.
+    pub async fn backup(&self) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("backup.db");
+        let (code, _, err) = run_cli(
+            &["admin", "backup", path.to_str().expect("a UTF-8 path")],
+            &self.cli_env(),
+        )
+        .await;
+        assert_eq!(code, 0, "admin backup: {err}");
+        (dir, path)
+    }
+
+    /// A restore as GETTING_STARTED §8 does it, on SQLite: stops this
+    /// server and starts one on a copy of `backup` (a file `chatroom admin
+    /// backup` wrote) at the same address, so clients reconnect to it as to
+    /// a restarted server.
+    pub async fn restore(mut self, backup: &std::path::Path) -> TestServer {
+        assert!(!self.on_postgres(), "admin backup is SQLite's");
+        let addr = self.addr;
+        self.halt().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db_path = dir
+            .path()
+            .join("chatroom.db")
+            .to_string_lossy()
+            .into_owned();
+        std::fs::copy(backup, &db_path).expect("copy the backup in place");
+        let mut config = Config::for_tests(&db_path);
+        config.rate_limit_per_minute = 0;
+        config.max_streams_per_token = 0;
+        config.auth_fail_limit = 0;
+        let db_url = config.database();
+        let store = db::open(&db_url).await.expect("open the restored db");
+        // The old listener is gone; its port frees up at once or very soon.
+        let listener = loop {
+            match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => break l,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        let shutdown = CancellationToken::new();
+        let handle = tokio::spawn(chatroom::server::launch(config, listener, shutdown.clone()));
+        TestServer {
+            url: format!("http://{addr}"),
+            addr,
+            dir,
+            db_path,
+            db_url,
+            store,
+            shutdown,
+            handle: Some(handle),
+            pg: None,
+        }
+    }
+
     async fn halt(&mut self) {
         std::mem::forget(self.pg.take());
         self.shutdown.cancel();

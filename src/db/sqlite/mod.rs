@@ -1121,6 +1121,17 @@ impl Store for SqliteStore {
         })
     }
 
+    async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
+        self.write(|c| {
+            Ok(exec(
+                c,
+                "UPDATE cursors SET event_id = ?4 WHERE room = ?1 AND agent = ?2 AND event_id = ?3",
+                params![room, agent, from, to],
+            )? == 1)
+        })
+        .await
+    }
+
     async fn insert_audit(&self, audit_rows: &[AuditRow]) -> Result<()> {
         if audit_rows.is_empty() {
             return Ok(());
