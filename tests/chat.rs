@@ -368,10 +368,10 @@ async fn replies_and_read_order() {
 /// A stored cursor beyond the room's history (a database whose cursors
 /// are newer than its events) would hide every event written next:
 /// `whats_new` sets it back, shows them, and says so in `cursor_reset`
-/// once. (SQLite: the backend that can set a cursor back.)
+/// once.
 #[tokio::test]
 async fn whats_new_sets_back_a_cursor_beyond_the_history() {
-    let s = TestServer::start_sqlite().await;
+    let s = TestServer::start().await;
     let alice = s.agent("alice", "lobby").await;
     let bob = s.agent("bob", "lobby").await;
     bob.call("post_message", json!({"body": "seen"})).await;
@@ -389,7 +389,7 @@ async fn whats_new_sets_back_a_cursor_beyond_the_history() {
     let r = alice.call("whats_new", json!({})).await;
     let latest = r["events"].as_array().unwrap().last().unwrap()["id"].clone();
     assert_eq!(
-        r["events"].as_array().unwrap().last().unwrap()["detail"]["body"],
+        r["events"].as_array().unwrap().last().unwrap()["data"]["body"],
         "new @alice",
         "{r}"
     );
@@ -405,7 +405,7 @@ async fn whats_new_sets_back_a_cursor_beyond_the_history() {
     bob.call("post_message", json!({"body": "later"})).await;
     let later = alice.call("whats_new", json!({})).await;
     assert_eq!(later["count"], 1, "{later}");
-    assert_eq!(later["events"][0]["detail"]["body"], "later");
+    assert_eq!(later["events"][0]["data"]["body"], "later");
 }
 
 /// `whats_new`: the first look shows the backlog and the onboarding, flags

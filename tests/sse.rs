@@ -373,7 +373,7 @@ async fn a_position_beyond_a_restored_history_resets() {
             "resumed_after_msg": latest_msg - 1,
         })
     );
-    assert_eq!(seen[2].data["detail"]["body"], "first after the restore");
+    assert_eq!(seen[2].data["data"]["body"], "first after the restore");
     assert_eq!(seen[3].data["body"], "first after the restore");
 
     bob.call("post_message", json!({"body": "after the restore"}))
@@ -381,7 +381,7 @@ async fn a_position_beyond_a_restored_history_resets() {
     let activity = stream.expect("activity", T).await;
     let id = activity.data["id"].as_i64().unwrap();
     assert!(id > latest && id <= seen_event, "{}", activity.data);
-    assert_eq!(activity.data["detail"]["body"], "after the restore");
+    assert_eq!(activity.data["data"]["body"], "after the restore");
     let chat = stream.expect("chat", T).await;
     assert_eq!(chat.data["body"], "after the restore");
 }
@@ -428,9 +428,9 @@ async fn a_position_beyond_every_id_resets() {
     // The whole room was written since this server started.
     assert_eq!(seen[1].data["resumed_after"], 0);
     assert!(seen[1].data.get("requested_after_msg").is_none());
-    assert_eq!(seen[2].data["detail"]["body"], "one");
+    assert_eq!(seen[2].data["data"]["body"], "one");
 
     bob.call("post_message", json!({"body": "two"})).await;
     let activity = stream.expect("activity", T).await;
-    assert_eq!(activity.data["detail"]["body"], "two");
+    assert_eq!(activity.data["data"]["body"], "two");
 }

@@ -828,6 +828,19 @@ impl Store for PostgresStore {
         })
     }
 
+    async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
+        let n = sqlx::query(
+            "UPDATE cursors SET event_id = $4 WHERE room = $1 AND agent = $2 AND event_id = $3",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(from)
+        .bind(to)
+        .execute(&self.pool)
+        .await?;
+        Ok(n.rows_affected() == 1)
+    }
+
     async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>> {
         Ok(sqlx::query_scalar(
             "SELECT id FROM events WHERE room = $1 AND actor <> $2 AND id > \

@@ -92,13 +92,7 @@ pub trait Store: Send + Sync + 'static {
     /// still at `from`; `false` when it had moved on. For a cursor beyond
     /// the room's history (a database restored under newer cursors), which
     /// would hide what is written next; cursors otherwise only move forward.
-    /// A backend that cannot refuses.
-    async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
-        let _ = (room, agent, from, to);
-        Err(crate::error::Error::invalid(
-            "this database cannot set a cursor back",
-        ))
-    }
+    async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool>;
 
     // Audit and admin log
     async fn insert_audit(&self, rows: &[AuditRow]) -> Result<()>;
