@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use axum::extract::State;
@@ -77,7 +77,7 @@ impl Boards {
     /// The room's slot; streams of one room build under its lock, so one
     /// builds and the others take what it built.
     fn slot(&self, room: &str) -> Arc<tokio::sync::Mutex<Option<Snapshot>>> {
-        let mut rooms = self.rooms.lock().expect("boards lock");
+        let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
         // Rooms no stream holds any more are dropped on the way.
         if rooms.len() > 64 {
             rooms.retain(|_, slot| Arc::strong_count(slot) > 1);
