@@ -273,15 +273,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn frames_and_indents_agent_text() {
-        let room = Room {
+    fn lobby() -> Room {
+        Room {
             name: "lobby".into(),
             description: String::new(),
             repo_url: String::new(),
             onboarding_notes: String::new(),
             retention_days: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn frames_and_indents_agent_text() {
+        let room = lobby();
         let page = EventPage {
             since: 0,
             first_look: false,
@@ -309,13 +313,7 @@ mod tests {
     /// show it stays empty, so the hook prints nothing.
     #[test]
     fn says_the_history_restarted_only_with_events() {
-        let room = Room {
-            name: "lobby".into(),
-            description: String::new(),
-            repo_url: String::new(),
-            onboarding_notes: String::new(),
-            retention_days: 0,
-        };
+        let room = lobby();
         let reset = CursorReset {
             requested_after: 13,
             latest: 7,

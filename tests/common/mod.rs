@@ -203,18 +203,36 @@ impl TestServer {
             .join("chatroom.db")
             .to_string_lossy()
             .into_owned();
-        let mut config = Config::for_tests(&db_path);
-        config.rate_limit_per_minute = 0;
-        // Load-shaped tests park many waits per token; the cap has its own tests.
-        config.max_streams_per_token = 0;
-        config.auth_fail_limit = 0;
+        let mut config = TestServer::config(&db_path);
         config.database_url = database_url;
         tweak(&mut config);
-        let db_url = config.database();
-        let store = db::open(&db_url).await.expect("open db");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
+        TestServer::serve(config, listener, dir, db_path, pg).await
+    }
+
+    /// The tests' configuration on the SQLite file `db_path`: no rate
+    /// limit, stream cap or failed-auth throttle (each has its own tests;
+    /// load-shaped tests park many waits per token).
+    fn config(db_path: &str) -> Config {
+        let mut config = Config::for_tests(db_path);
+        config.rate_limit_per_minute = 0;
+        config.max_streams_per_token = 0;
+        config.auth_fail_limit = 0;
+        config
+    }
+
+    /// Starts the server of `config` on `listener`.
+    async fn serve(
+        config: Config,
+        listener: tokio::net::TcpListener,
+        dir: tempfile::TempDir,
+        db_path: String,
+        pg: Option<PgDatabase>,
+    ) -> TestServer {
+        let db_url = config.database();
+        let store = db::open(&db_url).await.expect("open db");
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
         let handle = tokio::spawn(chatroom::server::launch(config, listener, shutdown.clone()));
@@ -342,12 +360,6 @@ impl TestServer {
             .to_string_lossy()
             .into_owned();
         std::fs::copy(backup, &db_path).expect("copy the backup in place");
-        let mut config = Config::for_tests(&db_path);
-        config.rate_limit_per_minute = 0;
-        config.max_streams_per_token = 0;
-        config.auth_fail_limit = 0;
-        let db_url = config.database();
-        let store = db::open(&db_url).await.expect("open the restored db");
         // The old listener is gone; its port frees up at once or very soon.
         let listener = loop {
             match tokio::net::TcpListener::bind(addr).await {
@@ -355,19 +367,7 @@ impl TestServer {
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         };
-        let shutdown = CancellationToken::new();
-        let handle = tokio::spawn(chatroom::server::launch(config, listener, shutdown.clone()));
-        TestServer {
-            url: format!("http://{addr}"),
-            addr,
-            dir,
-            db_path,
-            db_url,
-            store,
-            shutdown,
-            handle: Some(handle),
-            pg: None,
-        }
+        TestServer::serve(TestServer::config(&db_path), listener, dir, db_path, None).await
     }
 
     async fn halt(&mut self) {
