@@ -36,6 +36,12 @@ async fn every_scenario_runs_clean() {
     let (code, out, err) = run_cli(&argv, &HashMap::new()).await;
     assert_eq!(code, 0, "bench failed:\n{err}\n{out}");
     let v: Value = serde_json::from_str(&out).expect("--json prints one object");
+    let database = if s.on_postgres() {
+        "postgresql"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(v["server"]["database"], database, "{v}");
     let reports = v["reports"].as_array().unwrap();
     let names: Vec<&str> = reports
         .iter()
@@ -57,6 +63,7 @@ async fn every_scenario_runs_clean() {
     for r in reports {
         assert_eq!(r["errors"], 0, "{r}");
         assert!(r["calls"].as_u64().unwrap() > 0, "{r}");
+        check_slowest(r);
     }
     let storm = reports
         .iter()
@@ -69,6 +76,111 @@ async fn every_scenario_runs_clean() {
         .find(|r| r["scenario"] == "post_message")
         .unwrap();
     assert!(post["of_baseline"].as_f64().unwrap() > 0.0);
+}
+
+/// A report lists its slowest 0.1 % of calls (at least one), in the order
+/// sent, each with the UTC time it was sent, its offset from the start of
+/// the scenario and its latency: the slowest of all is the report's `max`,
+/// and none is faster than its `p99`.
+fn check_slowest(r: &Value) {
+    let calls = r["calls"].as_u64().unwrap();
+    let slowest = r["slowest"].as_array().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(slowest.len() as u64, calls.div_ceil(1000), "{r}");
+    let started = r["started"].as_str().unwrap();
+    assert!(is_utc_ms(started), "{started}");
+    let seconds = r["seconds"].as_f64().unwrap();
+    let (p99, max) = (r["p99_ms"].as_f64().unwrap(), r["max_ms"].as_f64().unwrap());
+    let mut last_offset = 0.0;
+    let mut slowest_seen: f64 = 0.0;
+    for c in slowest {
+        let sent = c["sent"].as_str().unwrap();
+        assert!(is_utc_ms(sent), "{c}");
+        assert!(sent >= started, "{c} before {started}");
+        let offset = c["offset_ms"].as_f64().unwrap();
+        assert!(offset >= last_offset && offset <= seconds * 1000.0, "{r}");
+        last_offset = offset;
+        let latency = c["latency_ms"].as_f64().unwrap();
+        assert!(latency >= p99 && latency <= max, "{c} in {r}");
+        slowest_seen = slowest_seen.max(latency);
+    }
+    assert_eq!(slowest_seen, max, "{r}");
+}
+
+/// `2026-11-29T12:00:00.123Z`.
+fn is_utc_ms(t: &str) -> bool {
+    let b = t.as_bytes();
+    b.len() == 24
+        && t.ends_with('Z')
+        && b[10] == b'T'
+        && b[19] == b'.'
+        && t[..4].bytes().all(|c| c.is_ascii_digit())
+        && t[20..23].bytes().all(|c| c.is_ascii_digit())
+}
+
+/// The table names the database of the server under test and lists the
+/// slowest calls of each scenario with the time each was sent.
+#[tokio::test]
+async fn table_names_the_database_and_the_slowest_calls() {
+    let s = TestServer::start().await;
+    s.room("bench").await;
+    let token = s.token("tabled", "bench").await;
+    let (code, out, err) = run_cli(
+        &[
+            "bench",
+            "--url",
+            &s.url,
+            "--token",
+            &token,
+            "--scenario",
+            "whats_new",
+            "--concurrency",
+            "2",
+            "--duration",
+            "0.3",
+        ],
+        &HashMap::new(),
+    )
+    .await;
+    assert_eq!(code, 0, "bench failed:\n{err}\n{out}");
+    let database = if s.on_postgres() {
+        "postgresql"
+    } else {
+        "sqlite"
+    };
+    assert!(
+        out.lines()
+            .next()
+            .is_some_and(|l| l.ends_with(&format!("database: {database}"))),
+        "{out}"
+    );
+    let listing = out
+        .split("whats_new: the slowest ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no listing of the slowest calls:\n{out}"));
+    let row = listing.lines().nth(2).unwrap_or_default();
+    let fields: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(fields.len(), 3, "{row:?} in\n{out}");
+    assert!(is_utc_ms(fields[0]), "{row:?}");
+    assert!(
+        fields[1].parse::<f64>().is_ok() && fields[2].parse::<f64>().is_ok(),
+        "{row:?}"
+    );
+}
+
+/// `/healthz` says which database the server runs on, and nothing more
+/// about it.
+#[tokio::test]
+async fn healthz_names_the_database_kind() {
+    let s = TestServer::start().await;
+    let r = reqwest::get(format!("{}/healthz", s.url)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let expected = if s.on_postgres() {
+        "postgresql"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(r.headers()["x-chatroom-database"], expected);
+    assert_eq!(r.text().await.unwrap(), "ok");
 }
 
 /// A bad token stops the bench at once with a clear message.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Bytes;
 use clap::{Args, ValueEnum};
@@ -98,12 +98,91 @@ struct Report {
     p95_ms: f64,
     p99_ms: f64,
     max_ms: f64,
+    /// When the scenario started (UTC, milliseconds), the origin of every
+    /// `offset_ms` in `slowest`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    started: String,
+    /// The slowest 0.1 % of calls (at least one), in the order they were
+    /// sent: when each was sent and how long it took, to match a stall
+    /// with what the server was doing then (its log, a profile).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    slowest: Vec<SlowCall>,
     /// This scenario's rate as a fraction of the /healthz baseline.
     #[serde(skip_serializing_if = "Option::is_none")]
     of_baseline: Option<f64>,
     /// Scenario-specific findings (claims, double claims, deliveries…).
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     extra: serde_json::Map<String, Value>,
+}
+
+/// One of the slowest calls of a scenario.
+#[derive(Debug, Clone, Serialize)]
+struct SlowCall {
+    /// When it was sent, UTC wall clock with milliseconds.
+    sent: String,
+    /// When it was sent, in milliseconds after the scenario started.
+    offset_ms: f64,
+    /// How long it took.
+    latency_ms: f64,
+}
+
+/// One measured call: when it was sent (microseconds after the scenario
+/// started) and how long it took (microseconds).
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    sent_us: u64,
+    latency_us: u64,
+}
+
+/// The start of a scenario, on the monotonic clock that times calls and on
+/// the wall clock that server logs use.
+#[derive(Debug, Clone, Copy)]
+struct Origin {
+    at: Instant,
+    wall: SystemTime,
+}
+
+impl Origin {
+    fn now() -> Origin {
+        Origin {
+            at: Instant::now(),
+            wall: SystemTime::now(),
+        }
+    }
+
+    /// A call sent at `sent` that came back at `done`.
+    fn sample(&self, sent: Instant, done: Instant) -> Sample {
+        Sample {
+            sent_us: sent.saturating_duration_since(self.at).as_micros() as u64,
+            latency_us: done.saturating_duration_since(sent).as_micros() as u64,
+        }
+    }
+
+    /// The wall-clock time `offset_us` after the start, as the server's
+    /// log prints it (UTC, RFC 3339 with milliseconds).
+    fn wall_at(&self, offset_us: u64) -> String {
+        let t = self.wall + Duration::from_micros(offset_us);
+        let ms = t
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or_default();
+        crate::clock::fmt_ts(ms)
+    }
+}
+
+/// What the server under test says about itself: the database it runs on
+/// (the `x-chatroom-database` header of `/healthz`; `unknown` for a server
+/// that does not send it).
+async fn server_database(http: &reqwest::Client, base: &str) -> String {
+    match http.get(format!("{base}/healthz")).send().await {
+        Ok(r) => r
+            .headers()
+            .get(crate::server::DATABASE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("unknown")
+            .to_owned(),
+        Err(_) => "unknown".to_owned(),
+    }
 }
 
 /// A keep-alive MCP client of one token.
@@ -225,6 +304,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             room: args.room.clone(),
         })
         .collect();
+    let database = server_database(&http, &base).await;
     // Fail fast on a bad URL or token.
     for a in &agents {
         a.call("whoami", json!({})).await.map_err(|e| {
@@ -402,9 +482,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({"url": base, "reports": reports}))?
+            serde_json::to_string_pretty(&json!({
+                "url": base,
+                "server": {"database": database},
+                "reports": reports
+            }))?
         );
     } else {
+        println!("server {base}, database: {database}");
         print_table(&reports);
     }
     Ok(if failed {
@@ -448,20 +533,50 @@ fn print_table(reports: &[Report]) {
             println!("{:<14} {k}: {v}", "");
         }
     }
+    for r in reports.iter().filter(|r| !r.slowest.is_empty()) {
+        println!(
+            "\n{}: the slowest {} of {} calls (started {}), in the order sent",
+            r.scenario,
+            r.slowest.len(),
+            r.calls,
+            r.started
+        );
+        println!("  {:<24} {:>10} {:>10}", "sent (UTC)", "+ms", "took ms");
+        for c in &r.slowest {
+            println!(
+                "  {:<24} {:>10.1} {:>10.2}",
+                c.sent, c.offset_ms, c.latency_ms
+            );
+        }
+    }
 }
 
-/// Latency percentiles of `samples` (microseconds), in milliseconds.
-fn fill_latencies(r: &mut Report, mut samples: Vec<u64>) {
+/// Latency percentiles of `samples`, in milliseconds, and the slowest
+/// 0.1 % of them (at least one) with the time each was sent.
+fn fill_latencies(r: &mut Report, origin: Origin, mut samples: Vec<Sample>) {
     if samples.is_empty() {
         return;
     }
-    samples.sort_unstable();
-    let pick =
-        |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize] as f64 / 1000.0;
+    samples.sort_unstable_by_key(|s| s.latency_us);
+    let pick = |q: f64| {
+        samples[((samples.len() as f64 - 1.0) * q).round() as usize].latency_us as f64 / 1000.0
+    };
     r.p50_ms = pick(0.50);
     r.p95_ms = pick(0.95);
     r.p99_ms = pick(0.99);
-    r.max_ms = *samples.last().unwrap() as f64 / 1000.0;
+    r.max_ms = samples.last().map_or(0, |s| s.latency_us) as f64 / 1000.0;
+    let n = samples.len().div_ceil(1000);
+    let mut slowest = samples.split_off(samples.len() - n);
+    slowest.sort_unstable_by_key(|s| s.sent_us);
+    r.started = origin.wall_at(0);
+    r.slowest = slowest
+        .into_iter()
+        .map(|s| SlowCall {
+            sent: origin.wall_at(s.sent_us),
+            offset_ms: s.sent_us as f64 / 1000.0,
+            latency_ms: s.latency_us as f64 / 1000.0,
+        })
+        .collect();
 }
 
 /// Runs `step` from `concurrency` workers for `duration`, with a progress line.
@@ -480,7 +595,8 @@ where
     let errors = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let first_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-    let started = Instant::now();
+    let origin = Origin::now();
+    let started = origin.at;
     let mut workers = Vec::new();
     for w in 0..concurrency {
         let agent = agents[w % agents.len()].clone();
@@ -497,7 +613,7 @@ where
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 let r = step(agent.clone(), i).await;
-                lat.push(t.elapsed().as_micros() as u64);
+                lat.push(origin.sample(t, Instant::now()));
                 calls.fetch_add(1, Ordering::Relaxed);
                 if let Err(e) = r {
                     errors.fetch_add(1, Ordering::Relaxed);
@@ -538,7 +654,7 @@ where
         ..Report::default()
     };
     r.calls_per_s = r.calls as f64 / seconds;
-    fill_latencies(&mut r, samples);
+    fill_latencies(&mut r, origin, samples);
     r
 }
 
@@ -735,7 +851,8 @@ async fn claim_storm(agents: &[Agent], concurrency: usize, tasks: usize) -> anyh
         ids.push(t["created"]["id"].as_i64().unwrap_or_default());
     }
     let ids = Arc::new(ids);
-    let started = Instant::now();
+    let origin = Origin::now();
+    let started = origin.at;
     let mut workers = Vec::new();
     for w in 0..concurrency {
         let agent = agents[w % agents.len()].clone();
@@ -755,7 +872,7 @@ async fn claim_storm(agents: &[Agent], concurrency: usize, tasks: usize) -> anyh
                     Ok(_) => {}
                     Err(_) => errors += 1,
                 }
-                lat.push(t.elapsed().as_micros() as u64);
+                lat.push(origin.sample(t, Instant::now()));
             }
             (lat, wins, errors)
         }));
@@ -794,7 +911,7 @@ async fn claim_storm(agents: &[Agent], concurrency: usize, tasks: usize) -> anyh
         ..Report::default()
     };
     r.calls_per_s = r.calls as f64 / seconds;
-    fill_latencies(&mut r, samples);
+    fill_latencies(&mut r, origin, samples);
     r.extra.insert("tasks".into(), json!(tasks));
     r.extra.insert("claimed".into(), json!(claimed));
     r.extra.insert(
@@ -832,7 +949,7 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
             }
         }
     }
-    let started = Instant::now();
+    let origin = Origin::now();
     let mut handles = Vec::new();
     for i in 0..n {
         let w = waiters[i % waiters.len()].clone();
@@ -862,8 +979,13 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
         let (at, r) = h.await?;
         match r {
             Ok(true) => {
-                samples.push(at.saturating_duration_since(posted).as_micros() as u64);
-                from_send.push(at.saturating_duration_since(sent).as_micros() as u64);
+                // Each waiter's "call" is the post: sent at `sent`.
+                let sent_us = origin.sample(sent, sent).sent_us;
+                samples.push(Sample {
+                    sent_us,
+                    latency_us: at.saturating_duration_since(posted).as_micros() as u64,
+                });
+                from_send.push(origin.sample(sent, at));
             }
             _ => errors += 1,
         }
@@ -871,7 +993,7 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     let mut r = delivery_report(
         "wait_wake",
         n,
-        started,
+        origin,
         samples,
         errors,
         "time from the post's reply to each waiter's reply (0 when a waiter was back first)",
@@ -879,7 +1001,7 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     // The same from the moment the post was sent, which does not depend on
     // whether the post's own reply or the waiters' came back first.
     let mut sent_report = Report::default();
-    fill_latencies(&mut sent_report, from_send);
+    fill_latencies(&mut sent_report, origin, from_send);
     r.extra
         .insert("from_send_p50_ms".into(), json!(sent_report.p50_ms));
     r.extra
@@ -940,7 +1062,8 @@ async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
         }
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let started = Instant::now();
+    let origin = Origin::now();
+    let started = origin.at;
     poster
         .call("post_message", json!({"body": marker}))
         .await
@@ -950,7 +1073,7 @@ async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     let mut first_error = None;
     for h in handles {
         match h.await? {
-            Ok(at) => samples.push(at.saturating_duration_since(started).as_micros() as u64),
+            Ok(at) => samples.push(origin.sample(started, at)),
             Err(e) => {
                 errors += 1;
                 first_error.get_or_insert(e);
@@ -963,7 +1086,7 @@ async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     Ok(delivery_report(
         "sse_fanout",
         n,
-        started,
+        origin,
         samples,
         errors,
         "time from sending the post to each subscriber's delivery",
@@ -974,20 +1097,20 @@ async fn sse_fanout(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
 fn delivery_report(
     name: &str,
     n: usize,
-    started: Instant,
-    samples: Vec<u64>,
+    origin: Origin,
+    samples: Vec<Sample>,
     errors: u64,
     measures: &str,
 ) -> Report {
     let mut r = Report {
         scenario: name.into(),
         concurrency: n,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds: origin.at.elapsed().as_secs_f64(),
         calls: samples.len() as u64,
         errors,
         ..Report::default()
     };
-    fill_latencies(&mut r, samples);
+    fill_latencies(&mut r, origin, samples);
     r.extra.insert("measures".into(), json!(measures));
     r
 }
