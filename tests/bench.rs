@@ -201,7 +201,7 @@ async fn bad_token_fails_fast() {
     )
     .await;
     assert_ne!(code, 0);
-    assert!(err.contains("whoami failed"), "{err}");
+    assert!(err.contains("a first call (read_messages) failed"), "{err}");
 }
 
 /// `search` fills the last token's room and searches from the first one's,

@@ -305,14 +305,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let database = server_database(&http, &base).await;
-    // Fail fast on a bad URL or token.
+    // Fail fast on a bad URL or token, with a tool every server of this
+    // design has (ChatRoomMCP has no `whoami`), so both can be measured.
     for a in &agents {
-        a.call("whoami", json!({})).await.map_err(|e| {
-            anyhow::anyhow!(
-                "whoami failed for a token ({e}); is the server up and the token valid?{}",
-                limit_hint(&e)
-            )
-        })?;
+        a.call("read_messages", json!({"limit": 1}))
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "a first call (read_messages) failed for a token ({e}); is the server up and the token valid?{}",
+                    limit_hint(&e)
+                )
+            })?;
     }
     if args.prefill > 0 {
         prefill(&agents, args.concurrency, args.prefill).await?;
