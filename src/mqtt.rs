@@ -375,7 +375,7 @@ impl Bridge {
 
     async fn event(&self, event: &Event) -> std::result::Result<(), Gone> {
         let topic = format!("{}/{}/{}", self.prefix, event.room, event.kind);
-        let payload = serde_json::to_vec(event).unwrap_or_default();
+        let payload = crate::present::event(event).to_string().into_bytes();
         self.send(topic, false, payload).await?;
         self.shared.stats.published.fetch_add(1, Ordering::Relaxed);
         Ok(())

@@ -42,16 +42,19 @@ impl AppState {
         }
     }
 
-    /// The request body limit: the file cap in base64 plus room for the rest.
+    /// The request body limit of `/mcp` and `POST /v1/files` (see [`body_limit`]).
     pub fn body_limit(&self) -> usize {
         body_limit(self.config.max_file_bytes)
     }
 }
 
-/// The request body limit of `/mcp` and `POST /v1/files`: a file of
-/// `max_file_bytes` in base64 plus room for the rest.
+/// The request body limit of `/mcp` and `POST /v1/files`: a file of twice
+/// `max_file_bytes` in base64 plus room for the rest. A file somewhat over
+/// the cap so reaches `put_file`, which refuses it saying what the cap is
+/// (an agent reads a tool's refusal; a `413` its client may show as a
+/// broken connection); a larger body gets the `413`.
 fn body_limit(max_file_bytes: usize) -> usize {
-    max_file_bytes.div_ceil(3) * 4 + 64 * 1024
+    (2 * max_file_bytes).div_ceil(3) * 4 + 64 * 1024
 }
 
 /// Opens the database named by `config` and builds the shared state, with
@@ -68,7 +71,9 @@ pub async fn state(
             max_file_bytes: config.max_file_bytes,
         },
         shutdown,
-    );
+    )
+    .note_start()
+    .await?;
     let (audit_tx, audit_rx) = mpsc::unbounded_channel();
     let bodies = Arc::new(BodyBudget::for_limit(body_limit(config.max_file_bytes)));
     Ok((

@@ -238,7 +238,7 @@ async fn show_board_shows_the_newest() {
     assert_eq!(msgs[49]["body"], "m129");
     let events = v["events"].as_array().unwrap();
     assert_eq!(events.len(), 40);
-    assert_eq!(events[39]["detail"]["body"], "m129");
+    assert_eq!(events[39]["data"]["body"], "m129");
     assert!(
         events.iter().all(|e| e["actor"] == "alice"),
         "another room's events leaked"

@@ -365,6 +365,49 @@ async fn replies_and_read_order() {
     assert_eq!(r["messages"].as_array().unwrap().len(), 1);
 }
 
+/// A stored cursor beyond the room's history (a database whose cursors
+/// are newer than its events) would hide every event written next:
+/// `whats_new` sets it back, shows them, and says so in `cursor_reset`
+/// once.
+#[tokio::test]
+async fn whats_new_sets_back_a_cursor_beyond_the_history() {
+    let s = TestServer::start().await;
+    let alice = s.agent("alice", "lobby").await;
+    let bob = s.agent("bob", "lobby").await;
+    bob.call("post_message", json!({"body": "seen"})).await;
+    alice.call("whats_new", json!({})).await;
+    let n = s
+        .exec_sql(
+            "UPDATE cursors SET event_id = $1 WHERE agent = 'alice'",
+            1000,
+        )
+        .await;
+    assert_eq!(n, 1);
+    bob.call("post_message", json!({"body": "new @alice"}))
+        .await;
+
+    let r = alice.call("whats_new", json!({})).await;
+    let latest = r["events"].as_array().unwrap().last().unwrap()["id"].clone();
+    assert_eq!(
+        r["events"].as_array().unwrap().last().unwrap()["data"]["body"],
+        "new @alice",
+        "{r}"
+    );
+    assert_eq!(r["cursor_reset"]["requested_after"], 1000, "{r}");
+    assert_eq!(r["cursor_reset"]["latest_event_id"], latest, "{r}");
+    assert_eq!(
+        r["since_event_id"], r["cursor_reset"]["resumed_after"],
+        "{r}"
+    );
+    let again = alice.call("whats_new", json!({})).await;
+    assert_eq!(again["count"], 0, "{again}");
+    assert!(again.get("cursor_reset").is_none(), "{again}");
+    bob.call("post_message", json!({"body": "later"})).await;
+    let later = alice.call("whats_new", json!({})).await;
+    assert_eq!(later["count"], 1, "{later}");
+    assert_eq!(later["events"][0]["data"]["body"], "later");
+}
+
 /// `whats_new`: the first look shows the backlog and the onboarding, flags
 /// own events and mentions, moves the cursor; the next look is empty;
 /// `remaining` counts what a small page left.

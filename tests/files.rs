@@ -166,8 +166,15 @@ async fn delete_rules() {
         b.refused("delete_file", json!({"file_id": f1})).await,
         "forbidden"
     );
+    // Asked without a room, a file of a room the token lacks is refused as
+    // such; named with the caller's own room, it is not there.
     assert_eq!(
         eve.refused("get_file", json!({"file_id": f1})).await,
+        "forbidden"
+    );
+    assert_eq!(
+        eve.refused("get_file", json!({"file_id": f1, "room": "elsewhere"}))
+            .await,
         "not_found"
     );
     assert_eq!(
@@ -274,4 +281,41 @@ async fn over_the_cap_says_cap() {
     assert_eq!(r.code(), "too_large");
     let msg = r.body["error"]["message"].as_str().unwrap();
     assert!(msg.contains("the cap is 10 bytes"), "{msg}");
+}
+
+/// At the default cap (1 MiB), a 2 MiB file still reaches the tool, which
+/// refuses it naming the cap; a body past twice the cap is refused by the
+/// transport with `413` before it is read whole.
+#[tokio::test]
+async fn twice_the_cap_is_refused_by_the_tool() {
+    let s = TestServer::start().await;
+    let a = s.agent("alice", "lobby").await;
+    let r = a
+        .try_call(
+            "put_file",
+            json!({"name": "big.bin", "content_base64": b64(&vec![b'x'; 2 * 1024 * 1024])}),
+        )
+        .await;
+    assert_eq!(r.code(), "too_large");
+    let msg = r.body["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("the cap is 1048576 bytes"), "{msg}");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "put_file",
+        "arguments": {"name": "huge.bin", "content_base64": b64(&vec![b'x'; 3 * 1024 * 1024])}}});
+    let answer = reqwest::Client::new()
+        .post(format!("{}/mcp", s.url))
+        .bearer_auth(&a.token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 413);
+    assert!(
+        answer
+            .text()
+            .await
+            .unwrap()
+            .contains("the cap of this route")
+    );
+    assert_eq!(a.call("list_files", json!({})).await["count"], 0);
 }

@@ -441,9 +441,9 @@ async fn hostile_bodies_never_break_the_server() {
 async fn near_limit_bodies_keep_memory_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("c.db").to_string_lossy().into_owned();
-    // A file cap of 384 KiB makes the body limit 576 KiB.
+    // A file cap of 384 KiB makes the body limit 1,088 KiB.
     let cap: usize = 384 * 1024;
-    let limit = cap.div_ceil(3) * 4 + 64 * 1024;
+    let limit = (2 * cap).div_ceil(3) * 4 + 64 * 1024;
     let server = Spawned::start(
         &db,
         &[

@@ -113,6 +113,68 @@ async fn post_tool_use_peeks() {
     assert_eq!(out, "");
 }
 
+/// After a restore from a backup (GETTING_STARTED §8) the hook's mark lies
+/// beyond the restored history: a peek still shows what is written after
+/// the restore, with a line saying the history restarted, notes on stderr
+/// that the mark is set back, and from then on tells each event once.
+#[tokio::test]
+async fn a_mark_from_before_a_restore_is_set_back() {
+    let s = TestServer::start_sqlite().await;
+    let bob = s.agent("bob", "lobby").await;
+    let token = s.token("alice", "lobby").await;
+    let state = tempfile::tempdir().unwrap();
+    let mut env = env(&s.url, &token);
+    env.insert(
+        "CHATROOM_HOOK_STATE_DIR",
+        state.path().to_string_lossy().into_owned(),
+    );
+    let context = |out: &str| -> String {
+        if out.is_empty() {
+            return String::new();
+        }
+        let v: Value = serde_json::from_str(out).expect("JSON on stdout");
+        v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    bob.call("post_message", json!({"body": "kept"})).await;
+    let (_, out, _) = hook(&env, Some(POST_TOOL)).await;
+    assert!(context(&out).contains("kept"), "{out}");
+    let (_keep, backup) = s.backup().await;
+    bob.call("post_message", json!({"body": "gone one"})).await;
+    bob.call("post_message", json!({"body": "gone two"})).await;
+    let (_, out, _) = hook(&env, Some(POST_TOOL)).await;
+    assert!(context(&out).contains("gone two"), "{out}");
+
+    let s = s.restore(&backup).await;
+    let bob = s.mcp(&bob.token);
+    bob.call("post_message", json!({"body": "after the restore"}))
+        .await;
+    let (code, out, err) = hook(&env, Some(POST_TOOL)).await;
+    assert_eq!(code, 0, "{err}");
+    let text = context(&out);
+    assert!(text.contains("after the restore"), "{out}");
+    assert!(text.contains("history on the server restarted"), "{text}");
+    assert!(
+        !text.contains("kept"),
+        "what the hook showed before stays shown: {text}"
+    );
+    assert!(err.contains("restored from a backup"), "{err}");
+    assert!(err.contains("this hook's mark goes from"), "{err}");
+
+    let (_, out, err) = hook(&env, Some(POST_TOOL)).await;
+    assert_eq!((out.as_str(), err.as_str()), ("", ""), "told once");
+    bob.call("post_message", json!({"body": "later"})).await;
+    let (_, out, _) = hook(&env, Some(POST_TOOL)).await;
+    let text = context(&out);
+    assert!(
+        text.contains("later") && !text.contains("after the restore"),
+        "{text}"
+    );
+    assert!(!text.contains("restarted"), "{text}");
+}
+
 /// With the server stopped, or a refused token, the hook exits 0 with
 /// nothing on stdout; `CHATROOM_HOOK_DEBUG=1` explains on stderr only.
 #[tokio::test]

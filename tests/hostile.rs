@@ -138,7 +138,7 @@ async fn stalled_bodies_share_one_budget_and_give_it_back() {
     .await;
     // The budget is sixteen of the largest bodies, at least 32 MiB: it
     // holds this many of the declared ones; the others are refused at once.
-    let limit = 1_048_576usize.div_ceil(3) * 4 + 64 * 1024;
+    let limit = (2 * 1_048_576usize).div_ceil(3) * 4 + 64 * 1024;
     let budget = (limit * 16).max(32 * MIB as usize);
     let fits = budget / DECLARED;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();

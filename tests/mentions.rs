@@ -75,7 +75,7 @@ async fn many_word_mentions_stay_bounded() {
     let messages: Vec<&Value> = events.iter().filter(|e| e["kind"] == "message").collect();
     assert_eq!(messages.len(), 10, "{news}");
     for e in messages {
-        assert_eq!(e["detail"]["mentions"], json!(["bob"]), "{e}");
+        assert_eq!(e["data"]["mentions"], json!(["bob"]), "{e}");
         assert_eq!(e["mentions_you"], true);
     }
     assert_eq!(bob.call("my_mentions", json!({})).await["count"], 10);

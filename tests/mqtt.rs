@@ -281,6 +281,7 @@ async fn events_and_status_reach_the_broker() {
         keys,
         [
             "actor",
+            "data",
             "detail",
             "id",
             "kind",
@@ -294,6 +295,8 @@ async fn events_and_status_reach_the_broker() {
     assert_eq!(e["kind"], "message");
     assert_eq!(e["actor"], "alice");
     assert_eq!(e["message_id"], posted["message_id"]);
+    assert_eq!(e["detail"], "hello broker");
+    assert_eq!(e["data"]["body"], "hello broker");
     assert_eq!(e["task_id"], Value::Null);
     assert!(e["id"].as_i64().unwrap() > 0);
     assert!(e["ts"].as_str().unwrap().ends_with('Z'));
@@ -345,12 +348,12 @@ async fn room_names_keep_their_case_in_topics() {
     let m = sub.next_on(&format!("{prefix}/projA/message")).await.json();
     assert_eq!(m["room"], "projA");
     assert_eq!(m["actor"], "alice");
-    assert_eq!(m["detail"]["body"], "in A");
+    assert_eq!(m["data"]["body"], "in A");
     lower.call("post_message", json!({"body": "in a"})).await;
     let m = sub.next_on(&format!("{prefix}/proja/message")).await.json();
     assert_eq!(m["room"], "proja");
     assert_eq!(m["actor"], "bob");
-    assert_eq!(m["detail"]["body"], "in a");
+    assert_eq!(m["data"]["body"], "in a");
     s.stop().await;
 }
 
@@ -370,7 +373,7 @@ async fn the_bridge_rides_out_a_broker_restart() {
     let alice = s.agent("alice", "lobby").await;
     alice.call("post_message", json!({"body": "before"})).await;
     let m = sub.next_on(&format!("{prefix}/lobby/message")).await;
-    assert_eq!(m.json()["detail"]["body"], "before", "{}", m.text());
+    assert_eq!(m.json()["data"]["body"], "before", "{}", m.text());
 
     broker.stop().await;
     for i in 0..3 {
@@ -385,11 +388,11 @@ async fn the_bridge_rides_out_a_broker_restart() {
     broker.run().await;
     for i in 0..3 {
         let m = sub.next_on(&format!("{prefix}/lobby/message")).await;
-        assert_eq!(m.json()["detail"]["body"], format!("during {i}"));
+        assert_eq!(m.json()["data"]["body"], format!("during {i}"));
     }
     alice.call("post_message", json!({"body": "after"})).await;
     let m = sub.next_on(&format!("{prefix}/lobby/message")).await;
-    assert_eq!(m.json()["detail"]["body"], "after");
+    assert_eq!(m.json()["data"]["body"], "after");
     s.stop().await;
 }
 

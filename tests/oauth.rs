@@ -1657,6 +1657,20 @@ async fn conformance_authorization_server_scenarios_pass() {
             form.insert("decision".into(), "approve".into());
             let approved = app.post_authorize(&form).await;
             assert_eq!(approved.status, 303, "{}", approved.body);
+            // The suite prints the page's address before its callback
+            // listener is up: follow the redirect once the port takes
+            // connections.
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the suite's callback never listened on port {port}:\n{printed}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
             app.http
                 .get(approved.location.unwrap())
                 .send()

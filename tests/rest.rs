@@ -355,6 +355,77 @@ async fn room_routes() {
     assert_eq!((a.status, a.code()), (404, "not_found"));
 }
 
+/// A hook's `after_id` beyond the room's history (its mark from before a
+/// restore) is not applied: the answer shows the new events, says so in
+/// `cursor_reset` and `x-chatroom-cursor-reset`, and its
+/// `x-chatroom-last-event-id` is the server's, not the stale mark. With
+/// nothing new the text stays empty (the hook stays silent) and the
+/// headers still tell. An `after_id` within the ids other rooms used is
+/// applied as ever.
+#[tokio::test]
+async fn whats_new_after_id_beyond_the_history() {
+    let s = TestServer::start().await;
+    let alice = rest(&s, "alice").await;
+    let bob = rest(&s, "bob").await;
+    let carol = s.agent("carol", "busy").await;
+    bob.post("/v1/messages", json!({"body": "one"})).await;
+    bob.post("/v1/messages", json!({"body": "two"})).await;
+    let latest = bob.get("/v1/events").await.json["latest_event_id"]
+        .as_i64()
+        .unwrap();
+    let stale = latest + 50;
+
+    let a = alice
+        .get(&format!("/v1/whats_new?peek=1&after_id={stale}"))
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.json);
+    assert_eq!(a.json["count"], 2, "{:?}", a.json);
+    assert_eq!(
+        a.json["cursor_reset"],
+        json!({"requested_after": stale, "latest_event_id": latest, "resumed_after": 0})
+    );
+    assert_eq!(a.header("x-chatroom-cursor-reset"), latest.to_string());
+    assert_eq!(a.header("x-chatroom-last-event-id"), latest.to_string());
+
+    let a = alice
+        .get(&format!(
+            "/v1/whats_new?format=text&peek=1&after_id={stale}"
+        ))
+        .await;
+    let text = a.text();
+    assert!(text.starts_with("=== BEGIN UNTRUSTED DATA "), "{text}");
+    assert!(text.contains("history on the server restarted"), "{text}");
+    assert!(text.contains("two"), "{text}");
+    assert_eq!(a.header("x-chatroom-cursor-reset"), latest.to_string());
+
+    // Nothing new: an empty body, the headers still say it.
+    alice.get("/v1/whats_new").await;
+    let a = alice
+        .get(&format!(
+            "/v1/whats_new?format=text&peek=1&after_id={stale}"
+        ))
+        .await;
+    assert_eq!((a.status, a.text().as_str()), (200, ""));
+    assert_eq!(a.header("x-chatroom-cursor-reset"), latest.to_string());
+    assert_eq!(a.header("x-chatroom-last-event-id"), latest.to_string());
+
+    // Past the room's latest event but within the ids handed out: applied.
+    bob.post("/v1/messages", json!({"body": "three"})).await;
+    carol
+        .call("post_message", json!({"body": "elsewhere"}))
+        .await;
+    let busy = carol.call("read_events", json!({})).await["latest_event_id"]
+        .as_i64()
+        .unwrap();
+    let a = alice
+        .get(&format!("/v1/whats_new?peek=1&after_id={busy}"))
+        .await;
+    assert_eq!(a.json["count"], 0, "{:?}", a.json);
+    assert!(a.json.get("cursor_reset").is_none(), "{:?}", a.json);
+    assert_eq!(a.header("x-chatroom-cursor-reset"), "");
+    assert_eq!(a.header("x-chatroom-last-event-id"), busy.to_string());
+}
+
 /// `/v1/whats_new` leaves the caller's own events out, moves the cursor
 /// unless `peek=1`, and in `format=text` gives the framed digest or an
 /// empty body; every call leaves an audit row.
@@ -538,7 +609,11 @@ async fn files_the_original_way() {
             .iter()
             .any(|f| f["id"] == id)
     );
+    // A file of a room the token does not grant is refused as such; named
+    // with a room, a file elsewhere is simply not there.
     let e = eve.get(&format!("/v1/files/{id}")).await;
+    assert_eq!((e.status, e.code()), (403, "forbidden"));
+    let e = eve.get(&format!("/v1/files/{id}?room=elsewhere")).await;
     assert_eq!((e.status, e.code()), (404, "not_found"));
     let e = eve.delete(&format!("/v1/files/{id}")).await;
     assert_eq!((e.status, e.code()), (404, "not_found"));
@@ -597,4 +672,67 @@ async fn rest_answers_carry_the_original_keys() {
     assert_eq!(d.status, 200, "{:?}", d.json);
     assert_eq!(d.json["deleted"], "lobby");
     assert_eq!(d.json["deleted_room"], "lobby");
+}
+
+/// Every event's `detail` is one line of text saying what happened (a
+/// message's or note's own text), as ChatRoomMCP's hook and watcher read
+/// it, on `/v1/whats_new`, `/v1/events` and the MCP tools alike; the
+/// structured record is under `data`. A long text is cut, and says so.
+#[tokio::test]
+async fn event_detail_is_a_line_of_text() {
+    let s = TestServer::start().await;
+    let alice = s.agent("alice", "lobby").await;
+    let bob = rest(&s, "bob").await;
+    alice
+        .call("post_message", json!({"body": "sse probe\nsecond line"}))
+        .await;
+    let long = "word ".repeat(100);
+    alice.call("post_message", json!({"body": long})).await;
+    let task = alice
+        .call("create_task", json!({"title": "Wire the porch light"}))
+        .await["created"]["id"]
+        .clone();
+    alice
+        .call(
+            "add_note",
+            json!({"task_id": task, "body": "halfway there"}),
+        )
+        .await;
+    alice
+        .call(
+            "put_file",
+            json!({"name": "big.bin", "content_base64": "eHh4"}),
+        )
+        .await;
+
+    let a = bob.get("/v1/whats_new?peek=1").await;
+    assert_eq!(a.status, 200);
+    let events = a.json["events"].as_array().unwrap().clone();
+    assert_eq!(events.len(), 5, "{events:?}");
+    for e in &events {
+        assert!(e["detail"].is_string(), "{e}");
+        assert!(!e["detail"].as_str().unwrap().contains('\n'), "{e}");
+        assert!(e["data"].is_object(), "{e}");
+    }
+    assert_eq!(events[0]["detail"], "sse probe second line");
+    assert_eq!(events[0]["data"]["body"], "sse probe\nsecond line");
+    let cut = events[1]["detail"].as_str().unwrap();
+    assert!(cut.chars().count() <= 201, "{cut}");
+    assert!(cut.ends_with('…'), "{cut}");
+    assert_eq!(events[1]["data"]["body"], long);
+    assert_eq!(events[2]["detail"], "Wire the porch light");
+    assert_eq!(events[3]["kind"], "note_added");
+    assert_eq!(events[3]["detail"], "halfway there");
+    assert!(
+        events[4]["detail"].as_str().unwrap().contains("big.bin"),
+        "{}",
+        events[4]
+    );
+
+    // The history and the MCP tools show the same shape.
+    let history = bob.get("/v1/events").await;
+    assert_eq!(history.json["events"][0]["detail"], "sse probe second line");
+    let mcp = alice.call("read_events", json!({})).await;
+    assert_eq!(mcp["events"][3]["detail"], "halfway there");
+    assert_eq!(mcp["events"][3]["data"]["body"], "halfway there");
 }

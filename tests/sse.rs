@@ -121,10 +121,10 @@ async fn resume_and_tail() {
 
     // A live message after the replay is not doubled.
     bob.call("post_message", json!({"body": "m5"})).await;
-    assert_eq!(
-        stream.expect("activity", T).await.data["detail"]["body"],
-        "m5"
-    );
+    let activity = stream.expect("activity", T).await.data;
+    assert_eq!(activity["data"]["body"], "m5");
+    // `detail` is the line ChatRoomMCP's watcher prints: the text itself.
+    assert_eq!(activity["detail"], "m5");
     assert_eq!(stream.expect("chat", T).await.data["body"], "m5");
 
     let mut stream = alice.stream("after=all&tail=2").await;
@@ -313,7 +313,124 @@ async fn tail_skips_other_rooms() {
     let activity: Vec<&str> = seen
         .iter()
         .filter(|e| e.name == "activity")
-        .map(|e| e.data["detail"]["body"].as_str().unwrap())
+        .map(|e| e.data["data"]["body"].as_str().unwrap())
         .collect();
     assert_eq!(activity, vec!["lobby 3", "lobby 4", "lobby 5"]);
+}
+
+/// A stream asked for a position the restored database has not reached
+/// (GETTING_STARTED §8: `admin backup`, then a restore) says so with
+/// `reset` after `ready`, replays what was written since the restored
+/// server started, and goes on live, though the ids of those events are
+/// ones the client had seen before.
+#[tokio::test]
+async fn a_position_beyond_a_restored_history_resets() {
+    let s = TestServer::start_sqlite().await;
+    let alice = rest(&s, "alice").await;
+    let bob = s.agent("bob", "lobby").await;
+    bob.call("post_message", json!({"body": "kept"})).await;
+    let (_keep, backup) = s.backup().await;
+    for body in ["gone one", "gone two", "gone three"] {
+        bob.call("post_message", json!({"body": body})).await;
+    }
+    let mut stream = alice.stream("after=now").await;
+    let before = stream.expect("ready", T).await.data;
+    drop(stream);
+    let (seen_event, seen_msg) = (
+        before["latest_event_id"].as_i64().unwrap(),
+        before["latest_message_id"].as_i64().unwrap(),
+    );
+
+    let s = s.restore(&backup).await;
+    let alice = Rest::new(&s.url, &alice.token);
+    let bob = s.mcp(&bob.token);
+    // Written before the client is back.
+    bob.call("post_message", json!({"body": "first after the restore"}))
+        .await;
+    let mut stream = alice
+        .stream(&format!("after={seen_event}&after_msg={seen_msg}"))
+        .await;
+    let seen = stream.until_snapshot(T).await;
+    let names: Vec<&str> = seen.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec!["ready", "reset", "activity", "chat", "board", "files"],
+        "{seen:?}"
+    );
+    let (ready, reset) = (&seen[0].data, &seen[1].data);
+    let latest = ready["latest_event_id"].as_i64().unwrap();
+    let latest_msg = ready["latest_message_id"].as_i64().unwrap();
+    assert!(latest < seen_event && latest_msg < seen_msg, "{ready}");
+    assert_eq!(
+        reset,
+        &json!({
+            "reason": "cursor_ahead",
+            "requested_after": seen_event,
+            "latest_event_id": latest,
+            "resumed_after": latest - 1,
+            "requested_after_msg": seen_msg,
+            "latest_message_id": latest_msg,
+            "resumed_after_msg": latest_msg - 1,
+        })
+    );
+    assert_eq!(seen[2].data["data"]["body"], "first after the restore");
+    assert_eq!(seen[3].data["body"], "first after the restore");
+
+    bob.call("post_message", json!({"body": "after the restore"}))
+        .await;
+    let activity = stream.expect("activity", T).await;
+    let id = activity.data["id"].as_i64().unwrap();
+    assert!(id > latest && id <= seen_event, "{}", activity.data);
+    assert_eq!(activity.data["data"]["body"], "after the restore");
+    let chat = stream.expect("chat", T).await;
+    assert_eq!(chat.data["body"], "after the restore");
+}
+
+/// Past the room's latest event a position is reset only when it is also
+/// past every id the database handed out: other rooms' ids (shared by all
+/// rooms) are no reason. A reset replays what was written since the server
+/// started, then live events flow.
+#[tokio::test]
+async fn a_position_beyond_every_id_resets() {
+    let s = TestServer::start().await;
+    let alice = rest(&s, "alice").await;
+    let bob = s.agent("bob", "lobby").await;
+    let carol = s.agent("carol", "busy").await;
+    bob.call("post_message", json!({"body": "one"})).await;
+    for i in 0..3 {
+        carol
+            .call("post_message", json!({"body": format!("busy {i}")}))
+            .await;
+    }
+    let events = carol.call("read_events", json!({})).await;
+    let busy_latest = events["events"].as_array().unwrap().last().unwrap()["id"]
+        .as_i64()
+        .unwrap();
+
+    let mut stream = alice.stream(&format!("after={busy_latest}")).await;
+    let seen = stream.until_snapshot(T).await;
+    let names: Vec<&str> = seen.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, vec!["ready", "board", "files"], "{seen:?}");
+    drop(stream);
+
+    let ahead = busy_latest + 100;
+    let mut stream = alice.stream(&format!("after={ahead}")).await;
+    let seen = stream.until_snapshot(T).await;
+    let names: Vec<&str> = seen.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec!["ready", "reset", "activity", "chat", "board", "files"],
+        "{seen:?}"
+    );
+    let latest = seen[0].data["latest_event_id"].as_i64().unwrap();
+    assert_eq!(seen[1].data["requested_after"], ahead);
+    assert_eq!(seen[1].data["latest_event_id"], latest);
+    // The whole room was written since this server started.
+    assert_eq!(seen[1].data["resumed_after"], 0);
+    assert!(seen[1].data.get("requested_after_msg").is_none());
+    assert_eq!(seen[2].data["data"]["body"], "one");
+
+    bob.call("post_message", json!({"body": "two"})).await;
+    let activity = stream.expect("activity", T).await;
+    assert_eq!(activity.data["data"]["body"], "two");
 }

@@ -363,6 +363,17 @@ async fn chat_events_and_cursors() {
             None
         );
         assert_eq!(s.cursor("lobby", "alice").await.unwrap(), latest, "{n}");
+        // A cursor is set back only from where it is.
+        let back = s.reset_cursor("lobby", "alice", latest + 1, 0).await;
+        assert!(!back.unwrap(), "{n}: not where it is");
+        assert_eq!(s.cursor("lobby", "alice").await.unwrap(), latest, "{n}");
+        let back = s.reset_cursor("lobby", "alice", latest, all[0].id).await;
+        assert!(back.unwrap(), "{n}");
+        assert_eq!(s.cursor("lobby", "alice").await.unwrap(), all[0].id, "{n}");
+        assert!(
+            !s.reset_cursor("lobby", "carol", 0, 0).await.unwrap(),
+            "{n}"
+        );
         // Search finds the message by a word of it.
         let hits = s.search("lobby", &["hi".into()], 10).await.unwrap();
         assert_eq!(hits.len(), 1, "{n}");
@@ -575,6 +586,17 @@ async fn files_round_trip() {
                 .unwrap()
                 .is_none()
         );
+        assert_eq!(
+            s.file_room(meta.file_id, NOW).await.unwrap().as_deref(),
+            Some("lobby"),
+            "{n}"
+        );
+        assert_eq!(
+            s.file_room(meta.file_id, NOW + 1000).await.unwrap(),
+            None,
+            "{n}: expired"
+        );
+        assert_eq!(s.file_room(meta.file_id + 99, NOW).await.unwrap(), None);
         assert_eq!(
             s.list_files("lobby", 10, NOW).await.unwrap().len(),
             1,

@@ -183,6 +183,7 @@ async fn reconnects_after_the_server_restarts() {
     // Same database, same port: a restart.
     let addr = s.addr;
     let db = s.db_path.clone();
+    let database_url = s.on_postgres().then(|| s.db_url.clone());
     let store = s.store.clone();
     s.shutdown.cancel();
     let line = tokio::time::timeout(T, w.stderr.next_line())
@@ -212,6 +213,7 @@ async fn reconnects_after_the_server_restarts() {
     assert!(event.id > 0);
     let mut config = chatroom::config::Config::for_tests(&db);
     config.rate_limit_per_minute = 0;
+    config.database_url = database_url;
     let listener = loop {
         match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => break l,
@@ -229,4 +231,52 @@ async fn reconnects_after_the_server_restarts() {
     w.child.kill().await.unwrap();
     shutdown.cancel();
     let _ = server.await;
+}
+
+/// After a restore from a backup the restored database numbers new events
+/// below the watcher's position: the stream's `reset` sets the watcher back,
+/// it says so on stderr, and what is written after the restore is printed.
+#[tokio::test]
+async fn carries_on_after_a_restore_from_a_backup() {
+    let s = TestServer::start_sqlite().await;
+    let bob = s.agent("bob", "lobby").await;
+    let token = s.token("alice", "lobby").await;
+    let mut w = watch(&s.url, &token, &["--mode", "all"]).await;
+    bob.call("post_message", json!({"body": "before the backup"}))
+        .await;
+    let line = next_line(&mut w.stdout).await;
+    assert!(line.contains("before the backup"), "{line}");
+    let (_keep, backup) = s.backup().await;
+    for body in ["lost one", "lost two @alice", "lost three"] {
+        bob.call("post_message", json!({"body": body})).await;
+        let line = next_line(&mut w.stdout).await;
+        assert!(line.contains(body), "{line}");
+    }
+
+    let s = s.restore(&backup).await;
+    let note = loop {
+        let line = next_line(&mut w.stderr).await;
+        if line.contains("history is behind") {
+            break line;
+        }
+    };
+    assert!(note.contains("restored from a backup"), "{note}");
+    assert!(note.contains("resuming after event"), "{note}");
+    // The token of the backup still works; the new event's id is one the
+    // watcher had seen before the restore.
+    let bob = s.mcp(&bob.token);
+    bob.call("post_message", json!({"body": "after the restore @alice"}))
+        .await;
+    let line = next_line(&mut w.stdout).await;
+    assert!(line.contains("after the restore @alice"), "{line}");
+    w.child.kill().await.unwrap();
+    s.stop().await;
+}
+
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut Lines<R>) -> String {
+    tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("a line in time")
+        .unwrap()
+        .expect("watch still running")
 }

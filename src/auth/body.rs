@@ -192,8 +192,8 @@ pub async fn body_guard(State(state): State<AppState>, req: Request, next: Next)
 fn body_too_large() -> Response {
     close_after(
         Error::TooLarge(
-            "the request body is over the limit of this route (CHATROOM_MAX_FILE_BYTES, base64 \
-             included, on /mcp and POST /v1/files)"
+            "the request body is over the cap of this route (on /mcp and POST /v1/files: \
+             CHATROOM_MAX_FILE_BYTES, in base64 on /mcp, plus 64 KiB; 256 KiB elsewhere)"
                 .into(),
         )
         .into_response(),

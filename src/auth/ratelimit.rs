@@ -2,7 +2,7 @@
 //! `per_minute` calls a minute. In memory, per process.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 pub struct RateLimiter {
@@ -33,7 +33,7 @@ impl RateLimiter {
         let capacity = f64::from(self.per_minute);
         let rate = capacity / 60.0;
         let now = Instant::now();
-        let mut buckets = self.buckets.lock().expect("rate limit lock");
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
         let b = buckets.entry(token_id).or_insert(Bucket {
             tokens: capacity,
             refreshed: now,

@@ -10,7 +10,7 @@
 //! the same PostgreSQL database.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -63,7 +63,11 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut open = self.streams.open.lock().expect("streams lock");
+        let mut open = self
+            .streams
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = open.get_mut(&self.token_id) {
             entry.count -= 1;
             if entry.count == 0 {
@@ -84,7 +88,7 @@ impl Streams {
     /// Takes a place for one more stream or wait of `caller`'s token;
     /// `rate_limited` (429) when the token holds its cap already.
     pub fn open(self: &Arc<Self>, caller: &Caller) -> Result<Slot, Error> {
-        let mut open = self.open.lock().expect("streams lock");
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = open.entry(caller.token_id).or_insert_with(|| Entry {
             count: 0,
             revoked: CancellationToken::new(),
@@ -119,7 +123,7 @@ impl Streams {
 
     /// Ends every stream and wait of the tokens in `ids`.
     fn revoke(&self, ids: &[i64]) {
-        let open = self.open.lock().expect("streams lock");
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         for id in ids {
             if let Some(entry) = open.get(id) {
                 entry.revoked.cancel();

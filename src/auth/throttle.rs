@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The most addresses tracked at once. Past it, expired entries are swept
@@ -39,7 +39,7 @@ impl Throttle {
             return None;
         }
         let now = Instant::now();
-        let state = self.state.lock().expect("throttle lock");
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let w = state.get(&addr)?;
         let elapsed = now.duration_since(w.started);
         if elapsed < self.window && w.failures >= self.limit {
@@ -55,7 +55,7 @@ impl Throttle {
             return;
         }
         let now = Instant::now();
-        let mut state = self.state.lock().expect("throttle lock");
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state.len() >= MAX_TRACKED && !state.contains_key(&addr) {
             let window = self.window;
             state.retain(|_, w| now.duration_since(w.started) < window);
@@ -80,7 +80,10 @@ impl Throttle {
 
     /// How many addresses are tracked (for tests and the posture).
     pub fn tracked(&self) -> usize {
-        self.state.lock().expect("throttle lock").len()
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 

@@ -11,6 +11,11 @@
 //! It runs before every prompt, so it is quick (short timeouts, one request)
 //! and fails open: on any error it exits 0 with nothing on stdout.
 //! `CHATROOM_HOOK_DEBUG=1` says on stderr what happened.
+//!
+//! When the server's history is behind the state file's mark (the database
+//! was restored from a backup: `x-chatroom-cursor-reset`), the mark is set
+//! to what the server answered, with a note on stderr, so the events
+//! written after the restore are shown.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -196,19 +201,39 @@ async fn fetch(
         };
         return Err(format!("{why} [HTTP {status}: {message}]"));
     }
-    let last = response
-        .headers()
-        .get("x-chatroom-last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<i64>().ok());
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    let last = header("x-chatroom-last-event-id");
+    let reset = header("x-chatroom-cursor-reset");
     let text = response
         .text()
         .await
         .map_err(|e| format!("the answer broke off: {}", super::cause_chain(&e)))?;
+    if let Some(latest) = reset {
+        // The server's history is behind the mark (restored from a backup):
+        // the mark follows the server, or later events would stay hidden
+        // behind it. stdout carries only the digest.
+        let at = last.unwrap_or(latest);
+        let moved = match shown {
+            Some(old) => format!("; this hook's mark goes from {old} to {at}"),
+            _ => String::new(),
+        };
+        eprintln!(
+            "chatroom hook: the room's history on the server is behind what was read before (restored from a backup?): it now ends at event {latest}{moved}"
+        );
+        mark.write(at);
+    }
     if text.trim().is_empty() {
         return Ok(None);
     }
-    if let Some(last) = last {
+    if let Some(last) = last
+        && reset.is_none()
+    {
         // Both modes record what was shown, so a tool loop after a prompt
         // does not repeat it.
         mark.write(last.max(shown.unwrap_or(0)));

@@ -3,8 +3,10 @@
 //! `mentions` (messages and notes that `@mention` you, the default), `all`
 //! (everything peers do), `board` (peers' task changes). Your own actions
 //! are never printed. It reconnects with back-off and resumes after the last
-//! event it saw; a rejected token stops it with a clear message and a
-//! non-zero exit.
+//! event it saw; when the server's history is behind that (the database was
+//! restored from a backup), the stream's `reset` says where it resumes and
+//! the watcher says so on stderr. A rejected token stops it with a clear
+//! message and a non-zero exit.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -210,6 +212,17 @@ impl Watch {
                             println!("{line}");
                         }
                     }
+                    "reset" => {
+                        // The server's history is behind this watcher's
+                        // position: carry on from where the server resumes.
+                        if let Some(resumed) = data["resumed_after"].as_i64() {
+                            eprintln!(
+                                "chatroom watch: the server's history is behind this watcher's (it was at event {}, the room now ends at event {}: restored from a backup?); resuming after event {resumed}",
+                                data["requested_after"], data["latest_event_id"],
+                            );
+                            self.after = Some(resumed);
+                        }
+                    }
                     "error" => {
                         let message = data["error"]["message"].as_str().unwrap_or("stream error");
                         return End::Fatal(format!("the server ended the stream: {message}"));
@@ -259,7 +272,7 @@ fn event_from_json(v: &Value) -> Option<Event> {
         actor: v["actor"].as_str().unwrap_or("").to_owned(),
         task_id: v["task_id"].as_i64(),
         message_id: v["message_id"].as_i64(),
-        detail: v["detail"].clone(),
+        detail: v["data"].clone(),
     })
 }
 
@@ -333,7 +346,7 @@ mod tests {
     #[test]
     fn prints_mentions_only_in_mentions_mode() {
         let mention = json!({"id": 4, "room": "lobby", "ts": "2026-01-01T00:00:00.000Z", "kind": "message",
-            "actor": "bob", "message_id": 9, "task_id": null, "detail": {"body": "hi @alice\nline two"},
+            "actor": "bob", "message_id": 9, "task_id": null, "detail": "hi @alice line two", "data": {"body": "hi @alice\nline two"},
             "by_you": false, "mentions_you": true});
         let line = notification(Mode::Mentions, &mention).unwrap();
         assert!(

@@ -828,6 +828,19 @@ impl Store for PostgresStore {
         })
     }
 
+    async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
+        let n = sqlx::query(
+            "UPDATE cursors SET event_id = $4 WHERE room = $1 AND agent = $2 AND event_id = $3",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(from)
+        .bind(to)
+        .execute(&self.pool)
+        .await?;
+        Ok(n.rows_affected() == 1)
+    }
+
     async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>> {
         Ok(sqlx::query_scalar(
             "SELECT id FROM events WHERE room = $1 AND actor <> $2 AND id > \
@@ -1241,6 +1254,16 @@ impl Store for PostgresStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.as_ref().map(file_from_row))
+    }
+
+    async fn file_room(&self, id: i64, now: i64) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT room FROM files WHERE id = $1 AND (expires_ts IS NULL OR expires_ts > $2)",
+        )
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {

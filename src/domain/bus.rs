@@ -6,8 +6,14 @@
 //! which reads them back from the events table in id order. Once a relay
 //! runs, the bus remembers which ids it announced, so an event written here
 //! and also read back by the relay is announced once.
+//!
+//! The bus also keeps the highest event and message ids it knows exist
+//! (those the database held at start and every id announced since), so a
+//! cursor at or below them is known to lie within the history without a
+//! database read ([`Core::cursor_ahead`](crate::domain::Core::cursor_ahead)).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::broadcast;
@@ -23,6 +29,8 @@ pub struct EventBus {
     tx: broadcast::Sender<Arc<Event>>,
     /// Set when a relay starts: per room, the ids already announced.
     seen: Arc<OnceLock<Mutex<HashMap<String, Seen>>>>,
+    /// The highest ids known to exist: events, then messages.
+    high: Arc<[AtomicI64; 2]>,
 }
 
 /// What a room has announced: every id up to `upto` (the relay has read the
@@ -52,7 +60,29 @@ impl EventBus {
         EventBus {
             tx,
             seen: Arc::new(OnceLock::new()),
+            high: Arc::new([AtomicI64::new(0), AtomicI64::new(0)]),
         }
+    }
+
+    /// Records that ids up to `events` and `messages` exist (the database's
+    /// high-water marks when the server starts).
+    pub fn note_high(&self, events: i64, messages: i64) {
+        self.high[0].fetch_max(events, Ordering::Relaxed);
+        self.high[1].fetch_max(messages, Ordering::Relaxed);
+    }
+
+    /// The highest event id known to exist (0 when none is known).
+    pub fn known_event_high(&self) -> i64 {
+        self.high[0].load(Ordering::Relaxed)
+    }
+
+    /// The highest message id known to exist (0 when none is known).
+    pub fn known_message_high(&self) -> i64 {
+        self.high[1].load(Ordering::Relaxed)
+    }
+
+    fn note(&self, e: &Event) {
+        self.note_high(e.id, e.message_id.unwrap_or(0));
     }
 
     /// Announces committed events; having no subscriber is fine.
@@ -60,12 +90,14 @@ impl EventBus {
         match self.seen.get() {
             None => {
                 for e in events {
+                    self.note(&e);
                     let _ = self.tx.send(Arc::new(e));
                 }
             }
             Some(seen) => {
                 let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
                 for e in events {
+                    self.note(&e);
                     if seen.entry(e.room.clone()).or_default().first(e.id) {
                         let _ = self.tx.send(Arc::new(e));
                     }
@@ -111,6 +143,7 @@ impl EventBus {
         let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
         let r = seen.entry(room.to_owned()).or_default();
         for e in events {
+            self.note(&e);
             if r.first(e.id) {
                 let _ = self.tx.send(Arc::new(e));
             }
@@ -167,5 +200,17 @@ mod tests {
         assert_eq!(drain(&mut rx), vec![12, 11, 13, 1]);
         assert_eq!(bus.relayed_upto("r"), 13);
         assert_eq!(bus.relayed_upto("t"), 0);
+    }
+
+    /// The known high-water marks grow with what is announced, never shrink.
+    #[test]
+    fn knows_the_highest_ids() {
+        let bus = EventBus::new();
+        bus.note_high(10, 4);
+        let mut message = event("r", 12);
+        message.message_id = Some(7);
+        bus.publish([event("r", 11), message]);
+        bus.note_high(5, 2);
+        assert_eq!((bus.known_event_high(), bus.known_message_high()), (12, 7));
     }
 }

@@ -1,5 +1,11 @@
 //! A room's history: reading it, the per-agent cursor of `whats_new`, and
 //! `wait_for_change`, which parks until a peer's event lands.
+//!
+//! A cursor can lie beyond the history: a client read event 13, then the
+//! database was restored from a backup that ends at event 6, and the ids
+//! handed out next are 7, 8… — at or below the cursor, so never shown.
+//! [`Core::cursor_ahead`] spots such a cursor, and streams and `whats_new`
+//! say so (`reset`, `cursor_reset`) and resume from what exists.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +25,56 @@ pub const KINDS: [&str; EventKind::ALL.len()] = {
     }
     names
 };
+
+/// How far back, in ids, a cursor beyond the history resumes at most: a
+/// stream or `whats_new` set back replays at most this many events.
+const MAX_CATCH_UP: i64 = 1000;
+
+/// Which ids a cursor counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ids {
+    Events,
+    Messages,
+}
+
+impl Ids {
+    fn table(self) -> &'static str {
+        match self {
+            Ids::Events => "events",
+            Ids::Messages => "messages",
+        }
+    }
+}
+
+/// The highest ids the database held when this server started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdsAtStart {
+    pub events: i64,
+    pub messages: i64,
+}
+
+/// A cursor that lay beyond the room's history, and where reading resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CursorReset {
+    /// The cursor as the client (or the stored cursor) had it.
+    pub requested_after: i64,
+    /// The room's latest id.
+    pub latest: i64,
+    /// Where reading resumes instead (at most `latest`).
+    pub resumed_after: i64,
+}
+
+/// What `whats_new` found.
+#[derive(Debug, Clone)]
+pub struct News {
+    pub room: Room,
+    pub page: EventPage,
+    /// The caller's `after` as applied: set back to where reading resumed
+    /// when it lay beyond the history.
+    pub after: Option<i64>,
+    /// Set when the stored cursor, or `after`, lay beyond the history.
+    pub reset: Option<CursorReset>,
+}
 
 /// What `wait_for_change` found.
 #[derive(Debug, Clone)]
@@ -52,8 +108,73 @@ impl Core {
         Ok((room.name, events, latest))
     }
 
-    /// Events after the caller's cursor. `advance` moves the cursor past the
-    /// page; `skip_own` leaves the caller's own events out.
+    /// Reads the ids the database holds as the server starts, for
+    /// [`cursor_ahead`](Self::cursor_ahead).
+    pub async fn note_start(mut self) -> Result<Core> {
+        let start = IdsAtStart {
+            events: self.store.id_high_water(Ids::Events.table()).await?,
+            messages: self.store.id_high_water(Ids::Messages.table()).await?,
+        };
+        self.bus.note_high(start.events, start.messages);
+        self.ids_at_start = Some(start);
+        Ok(self)
+    }
+
+    /// `Some` when a cursor `after` lies beyond `room`'s history: past the
+    /// room's latest id (`latest`, read when not given) and past every id
+    /// the database ever handed out, so the ids handed out next would be at
+    /// or below it and never shown (the database was restored from a
+    /// backup, or replaced). A cursor past the room's latest id but within
+    /// the ids handed out (other rooms' events, pruned ones) misses nothing
+    /// and is left alone.
+    ///
+    /// Reading then resumes after the room's latest id; or, when that came
+    /// after what the database held when this server started (the usual
+    /// restore is stop, swap the file, start), after what it held then, so
+    /// what was written between the start and the client's return is shown
+    /// too (at most [`MAX_CATCH_UP`] ids back).
+    pub async fn cursor_ahead(
+        &self,
+        room: &str,
+        ids: Ids,
+        after: i64,
+        latest: Option<i64>,
+    ) -> Result<Option<CursorReset>> {
+        let known = match ids {
+            Ids::Events => self.bus.known_event_high(),
+            Ids::Messages => self.bus.known_message_high(),
+        };
+        if after <= known {
+            return Ok(None);
+        }
+        let latest = match (latest, ids) {
+            (Some(l), _) => l,
+            (None, Ids::Events) => self.store.latest_event_id(room).await?,
+            (None, Ids::Messages) => self.store.latest_message_id(room).await?,
+        };
+        if after <= latest || after <= self.store.id_high_water(ids.table()).await? {
+            return Ok(None);
+        }
+        let at_start = self.ids_at_start.map(|s| match ids {
+            Ids::Events => s.events,
+            Ids::Messages => s.messages,
+        });
+        let resumed_after = at_start
+            .map_or(latest, |s| latest.min(s))
+            .max(latest - MAX_CATCH_UP)
+            .max(0);
+        Ok(Some(CursorReset {
+            requested_after: after,
+            latest,
+            resumed_after,
+        }))
+    }
+
+    /// Events after the caller's cursor, and after `after` (a peeking
+    /// hook's own mark) when given. `advance` moves the cursor past the
+    /// page; `skip_own` leaves the caller's own events out. A stored cursor
+    /// or an `after` beyond the room's history ([`cursor_ahead`](Self::cursor_ahead))
+    /// is set back, also by a peek, and the answer says so.
     pub async fn whats_new(
         &self,
         call: &Call,
@@ -61,13 +182,73 @@ impl Core {
         limit: i64,
         advance: bool,
         skip_own: bool,
-    ) -> Result<(Room, EventPage)> {
+        after: Option<i64>,
+    ) -> Result<News> {
         let room = self.room(call, room).await?;
-        let page = self
-            .store
-            .events_after_cursor(&room.name, &call.agent, limit, advance, skip_own)
-            .await?;
-        Ok((room, page))
+        let read = async || {
+            self.store
+                .events_after_cursor(&room.name, &call.agent, limit, advance, skip_own)
+                .await
+        };
+        let mut page = read().await?;
+        let mut reset = None;
+        // Only a cursor with nothing after it can lie beyond the history.
+        if page.events.is_empty()
+            && page.since > 0
+            && let Some(r) = self
+                .cursor_ahead(&room.name, Ids::Events, page.since, None)
+                .await?
+        {
+            tracing::info!(
+                room = %room.name,
+                agent = %call.agent,
+                cursor = r.requested_after,
+                latest_event_id = r.latest,
+                resumed_after = r.resumed_after,
+                "an agent's cursor lay beyond the room's history (a restored database?); set back"
+            );
+            match self
+                .store
+                .reset_cursor(&room.name, &call.agent, r.requested_after, r.resumed_after)
+                .await
+            {
+                // Also when a concurrent call moved it first: read it again.
+                Ok(_) => page = read().await?,
+                Err(e) => tracing::warn!(
+                    room = %room.name,
+                    agent = %call.agent,
+                    error = %e,
+                    "cannot set the cursor back; events up to it stay hidden from whats_new"
+                ),
+            }
+            reset = Some(r);
+        }
+        let mut after = after;
+        if let Some(a) = after {
+            // An event of the page past it shows it lies within the history.
+            if page.events.last().is_none_or(|e| e.id <= a)
+                && let Some(r) = self.cursor_ahead(&room.name, Ids::Events, a, None).await?
+            {
+                tracing::info!(
+                    room = %room.name,
+                    agent = %call.agent,
+                    after_id = a,
+                    latest_event_id = r.latest,
+                    resumed_after = r.resumed_after,
+                    "whats_new was asked for events beyond the room's history (a restored database?); resuming from what exists"
+                );
+                after = Some(r.resumed_after);
+                reset = Some(r);
+            }
+            let floor = after.unwrap_or(0);
+            page.events.retain(|e| e.id > floor);
+        }
+        Ok(News {
+            room,
+            page,
+            after,
+            reset,
+        })
     }
 
     /// Parks until an event by someone else lands past the caller's cursor,

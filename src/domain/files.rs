@@ -126,11 +126,31 @@ impl Core {
         room: Option<&str>,
         id: i64,
     ) -> Result<(FileMeta, Vec<u8>)> {
+        let named = room.is_some_and(|r| !r.trim().is_empty());
         let room = self.room(call, room).await?.name;
-        self.store
-            .get_file(&room, id, self.clock.now_ms())
-            .await?
-            .ok_or_else(|| Error::not_found(format!("file {id} not found in room {room:?}")))
+        let now = self.clock.now_ms();
+        if let Some(found) = self.store.get_file(&room, id, now).await? {
+            return Ok(found);
+        }
+        let not_found = || Error::not_found(format!("file {id} not found in room {room:?}"));
+        if named {
+            return Err(not_found());
+        }
+        // File ids are the server's, not a room's: asked without a room,
+        // the file is found where it is, if the token may read that room.
+        match self.store.file_room(id, now).await? {
+            Some(other) if call.granted(&other) => {
+                let other = self.room(call, Some(&other)).await?.name;
+                self.store
+                    .get_file(&other, id, now)
+                    .await?
+                    .ok_or_else(not_found)
+            }
+            Some(_) => Err(Error::forbidden(format!(
+                "file {id} is in a room this token does not grant"
+            ))),
+            None => Err(not_found()),
+        }
     }
 
     pub async fn list_files(

@@ -60,6 +60,9 @@ pub struct Core {
     pub shutdown: CancellationToken,
     /// The time every decision is made at (the system's, or a test's).
     pub clock: Clock,
+    /// The highest ids the database held when this server started
+    /// ([`Core::note_start`]); `None` before.
+    pub ids_at_start: Option<events::IdsAtStart>,
 }
 
 impl Core {
@@ -71,6 +74,7 @@ impl Core {
             presence: Arc::new(presence::Presence::default()),
             shutdown,
             clock: Clock::system(),
+            ids_at_start: None,
         }
     }
 

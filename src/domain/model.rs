@@ -293,17 +293,17 @@ pub struct Message {
     pub reply_to: Option<i64>,
 }
 
-/// One entry of a room's history.
-#[derive(Debug, Clone, Serialize)]
+/// One entry of a room's history (shown by `present::event`).
+#[derive(Debug, Clone)]
 pub struct Event {
     pub id: i64,
     pub room: String,
-    #[serde(with = "crate::clock::ts")]
     pub ts: i64,
     pub kind: String,
     pub actor: String,
     pub task_id: Option<i64>,
     pub message_id: Option<i64>,
+    /// The structured record (`data` in every answer).
     pub detail: Value,
 }
 

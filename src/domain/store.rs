@@ -88,6 +88,11 @@ pub trait Store: Send + Sync + 'static {
     /// Whether an event by someone other than `agent` lies past its cursor.
     async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>>;
     async fn cursor(&self, room: &str, agent: &str) -> Result<i64>;
+    /// Sets the agent's cursor in `room` back from `from` to `to`, if it is
+    /// still at `from`; `false` when it had moved on. For a cursor beyond
+    /// the room's history (a database restored under newer cursors), which
+    /// would hide what is written next; cursors otherwise only move forward.
+    async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool>;
 
     // Audit and admin log
     async fn insert_audit(&self, rows: &[AuditRow]) -> Result<()>;
@@ -135,6 +140,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(FileMeta, Event)>;
     async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>>;
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>>;
+    /// The room that holds file `id`, unless it expired by `now`.
+    async fn file_room(&self, id: i64, now: i64) -> Result<Option<String>>;
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>>;
     async fn delete_file(&self, room: &str, id: i64, record: Record) -> Result<Option<Event>>;
 

@@ -180,33 +180,38 @@ struct WhatsNewParams {
 
 /// For hooks: up to 100 events after the caller's cursor, the caller's own
 /// left out; moves the cursor unless `peek=1`. `format=text` answers the
-/// framed digest, empty when nothing is new.
+/// framed digest, empty when nothing is new. `x-chatroom-last-event-id`
+/// says how far the answer reaches; a cursor or `after_id` beyond the
+/// room's history is set back, and the answer says so (`cursor_reset`,
+/// `x-chatroom-cursor-reset: LATEST`).
 async fn whats_new(
     State(s): State<AppState>,
     api: Api,
     Params(p): Params<WhatsNewParams>,
 ) -> Result<Response> {
     let advance = !switch(&p.peek);
-    let (room, mut page) = api
+    let news = api
         .run(&s, "v1:whats_new", None, async |call| {
             s.core
-                .whats_new(call, api.room(), WHATS_NEW_LIMIT, advance, true)
+                .whats_new(call, api.room(), WHATS_NEW_LIMIT, advance, true, p.after_id)
                 .await
         })
         .await?;
-    if let Some(after) = p.after_id {
-        page.events.retain(|e| e.id > after);
-    }
+    let (room, page) = (&news.room, &news.page);
     let last_id = page.events.last().map_or(page.since, |e| e.id);
-    let mark = [(
+    let mut headers = HeaderMap::new();
+    headers.insert(
         "x-chatroom-last-event-id",
-        HeaderValue::from(last_id.max(p.after_id.unwrap_or(0))),
-    )];
+        HeaderValue::from(last_id.max(news.after.unwrap_or(0))),
+    );
+    if let Some(r) = &news.reset {
+        headers.insert("x-chatroom-cursor-reset", HeaderValue::from(r.latest));
+    }
     match p.format.as_deref() {
         Some("text") => {
-            let text = digest::render(&room, &page, &api.caller.agent);
+            let text = digest::render(room, page, &api.caller.agent, news.reset.as_ref());
             let content_type = (header::CONTENT_TYPE, "text/plain; charset=utf-8");
-            Ok((mark, [content_type], text).into_response())
+            Ok((headers, [content_type], text).into_response())
         }
         None | Some("json") => {
             let viewer = Viewer::new(&api.caller.agent);
@@ -219,9 +224,12 @@ async fn whats_new(
                 "moved_cursor": advance,
             });
             if page.first_look {
-                body["room_onboarding"] = present::room(&room);
+                body["room_onboarding"] = present::room(room);
             }
-            Ok((mark, Json(api.untrusted(&room.name, body))).into_response())
+            if let Some(r) = &news.reset {
+                body["cursor_reset"] = digest::cursor_reset(r);
+            }
+            Ok((headers, Json(api.untrusted(&room.name, body))).into_response())
         }
         Some(other) => Err(Error::invalid(format!(
             "format {other:?} is not known; use text or json"

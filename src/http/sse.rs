@@ -15,10 +15,18 @@
 //! it) and ends with an `unauthorized` `error` event within a second of the
 //! token's revocation ([`auth::streams`](crate::auth::streams)). The
 //! `board` snapshot is built once per room and change ([`Boards`]).
+//!
+//! A position beyond the room's history (`after=N` past its latest event,
+//! or `after_msg=M` past its latest message, when the database was restored
+//! from a backup since the client read there) gets a `reset` event after
+//! `ready` — `{reason: "cursor_ahead", requested_after, latest_event_id,
+//! resumed_after}` and the `_msg` / `latest_message_id` counterparts — and
+//! the stream carries on from `resumed_after`
+//! ([`Core::cursor_ahead`](crate::domain::Core::cursor_ahead)).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use axum::extract::State;
@@ -32,6 +40,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::auth::streams::Slot;
+use crate::domain::events::Ids;
 use crate::domain::model::Status;
 use crate::domain::model::{Event, EventFilter, TaskQuery};
 use crate::domain::{Call, Core};
@@ -68,7 +77,7 @@ impl Boards {
     /// The room's slot; streams of one room build under its lock, so one
     /// builds and the others take what it built.
     fn slot(&self, room: &str) -> Arc<tokio::sync::Mutex<Option<Snapshot>>> {
-        let mut rooms = self.rooms.lock().expect("boards lock");
+        let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
         // Rooms no stream holds any more are dropped on the way.
         if rooms.len() > 64 {
             rooms.retain(|_, slot| Arc::strong_count(slot) > 1);
@@ -233,7 +242,7 @@ impl Feed {
         .await?;
         // Where each replay starts. With a message start, chat is replayed
         // from the messages table; without, it follows the replayed events.
-        let (since, chat_since) = match (after, tail) {
+        let (mut since, mut chat_since) = match (after, tail) {
             (After::Now, _) => (latest_event, Some(after_msg.unwrap_or(latest_msg))),
             (After::All, Some(n)) => {
                 let since = self.tail_start(Kind::Events, latest_event, n).await?;
@@ -246,6 +255,42 @@ impl Feed {
             (After::All, None) => (0, after_msg),
             (After::Id(n), _) => (n, after_msg),
         };
+        // A position beyond the room's history (the database was restored
+        // from a backup since the client read it) resumes from what exists.
+        let mut reset = serde_json::Map::new();
+        if let After::Id(n) = after
+            && let Some(r) = self
+                .core
+                .cursor_ahead(&self.room, Ids::Events, n, Some(latest_event))
+                .await?
+        {
+            since = r.resumed_after;
+            reset.insert("requested_after".into(), r.requested_after.into());
+            reset.insert("latest_event_id".into(), r.latest.into());
+            reset.insert("resumed_after".into(), r.resumed_after.into());
+        }
+        if let Some(m) = after_msg
+            && let Some(r) = self
+                .core
+                .cursor_ahead(&self.room, Ids::Messages, m, Some(latest_msg))
+                .await?
+        {
+            chat_since = Some(r.resumed_after);
+            reset.insert("requested_after_msg".into(), r.requested_after.into());
+            reset.insert("latest_message_id".into(), r.latest.into());
+            reset.insert("resumed_after_msg".into(), r.resumed_after.into());
+        }
+        if !reset.is_empty() {
+            let positions = Value::Object(reset.clone());
+            tracing::info!(
+                room = %self.room,
+                agent = %self.call.agent,
+                reset = %positions,
+                "a stream asked for a position beyond the room's history (a restored database?); resuming from what exists"
+            );
+            reset.insert("reason".into(), "cursor_ahead".into());
+            self.send("reset", None, Value::Object(reset)).await?;
+        }
         self.floor = since;
         self.delivered = since;
         match chat_since {

@@ -17,7 +17,7 @@ use crate::domain::model::Status;
 use crate::domain::model::{EventFilter, RoomInfo};
 use crate::domain::{Call, files};
 use crate::error::Result;
-use crate::present::{self, Reply, Viewer};
+use crate::present::{self, Reply, Viewer, digest};
 
 type Ctx = Extension<Arc<Call>>;
 
@@ -276,11 +276,12 @@ impl Chatroom {
         Extension(call): Ctx,
     ) -> Result<Reply> {
         let limit = crate::domain::limits::clamp_limit(a.limit, 50, 200);
-        let (room, page) = self
+        let news = self
             .state
             .core
-            .whats_new(&call, a.room.as_deref(), limit, true, false)
+            .whats_new(&call, a.room.as_deref(), limit, true, false, None)
             .await?;
+        let (room, page) = (&news.room, &news.page);
         let viewer = Viewer::new(&call.agent);
         let events: Vec<Value> = page.events.iter().map(|e| viewer.event(e)).collect();
         let mut reply = Reply::new(
@@ -294,7 +295,10 @@ impl Chatroom {
             }),
         );
         if page.first_look {
-            reply = reply.with("room_onboarding", present::room(&room));
+            reply = reply.with("room_onboarding", present::room(room));
+        }
+        if let Some(r) = &news.reset {
+            reply = reply.with("cursor_reset", digest::cursor_reset(r));
         }
         Ok(reply.untrusted())
     }

@@ -10,14 +10,18 @@ use serde_json::Value;
 
 use super::mentions;
 use crate::clock::fmt_ts;
+use crate::domain::events::CursorReset;
 use crate::domain::model::{Event, EventPage, Room};
 
 /// Agent-written text longer than this is cut in the digest (the full text
 /// stays readable with the tools); the digest goes into a prompt.
 const MAX_TEXT: usize = 600;
 
-/// Renders `page` for `agent`; empty when nothing is new.
-pub fn render(room: &Room, page: &EventPage, agent: &str) -> String {
+/// Renders `page` for `agent`; empty when nothing is new, also after a
+/// `reset` (a hook stays silent when there is nothing to show). With
+/// events, a `reset` adds a line inside the frame saying the room's history
+/// on the server restarted.
+pub fn render(room: &Room, page: &EventPage, agent: &str, reset: Option<&CursorReset>) -> String {
     if page.events.is_empty() {
         return String::new();
     }
@@ -36,6 +40,9 @@ pub fn render(room: &Room, page: &EventPage, agent: &str) -> String {
         if n == 1 { "" } else { "s" },
         room.name,
     ));
+    if let Some(r) = reset {
+        out.push_str(&format!("{}\n", reset_line(r)));
+    }
     if page.first_look {
         let mut about = Vec::new();
         if !room.description.trim().is_empty() {
@@ -72,10 +79,33 @@ pub fn render(room: &Room, page: &EventPage, agent: &str) -> String {
     out
 }
 
+/// What a reset means, in one line for the digest.
+fn reset_line(r: &CursorReset) -> String {
+    format!(
+        "chatroom: the room's history on the server restarted (restored from a backup?): \
+         you had seen up to event {}, it now ends at event {}; what follows comes after event {}.",
+        r.requested_after, r.latest, r.resumed_after
+    )
+}
+
+/// The `cursor_reset` object of a `whats_new` answer.
+pub fn cursor_reset(r: &CursorReset) -> Value {
+    serde_json::json!({
+        "requested_after": r.requested_after,
+        "latest_event_id": r.latest,
+        "resumed_after": r.resumed_after,
+    })
+}
+
 /// One event as one entry (agent text may continue on indented lines).
 pub fn line(e: &Event, agent: &str) -> String {
     let ts = fmt_ts(e.ts);
     let when = format!("{}Z", &ts[..ts.len().min(19)]);
+    format!("[{when}] {} {}", e.actor, what(e, agent))
+}
+
+/// What happened in `e`, worded for `agent` (without time and actor).
+pub fn what(e: &Event, agent: &str) -> String {
     let d = &e.detail;
     let task = || {
         format!(
@@ -100,7 +130,7 @@ pub fn line(e: &Event, agent: &str) -> String {
         ""
     };
     let text = |key: &str| d[key].as_str().map(clean).unwrap_or_default();
-    let what = match e.kind.as_str() {
+    match e.kind.as_str() {
         "message" => {
             let reply = d["reply_to"]
                 .as_i64()
@@ -161,10 +191,12 @@ pub fn line(e: &Event, agent: &str) -> String {
                 .unwrap_or_default();
             format!("updated the room info ({})", fields.join(", "))
         }
-        "retention_set" => format!("set retention to {} days", d["days"]),
+        "retention_set" => match d["days"].as_i64() {
+            Some(0) => "set retention to keep everything".to_owned(),
+            _ => format!("set retention to {} days", d["days"]),
+        },
         other => other.to_string(),
-    };
-    format!("[{when}] {} {what}", e.actor)
+    }
 }
 
 /// An event as one line, as `chatroom watch` prints it: the digest's
@@ -241,15 +273,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn frames_and_indents_agent_text() {
-        let room = Room {
+    fn lobby() -> Room {
+        Room {
             name: "lobby".into(),
             description: String::new(),
             repo_url: String::new(),
             onboarding_notes: String::new(),
             retention_days: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn frames_and_indents_agent_text() {
+        let room = lobby();
         let page = EventPage {
             since: 0,
             first_look: false,
@@ -260,7 +296,7 @@ mod tests {
             )],
             remaining: 2,
         };
-        let text = render(&room, &page, "alice");
+        let text = render(&room, &page, "alice", None);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("=== BEGIN UNTRUSTED DATA "));
         let id = lines[0].split(' ').nth(4).unwrap();
@@ -271,6 +307,40 @@ mod tests {
         assert!(text.contains("bob message #5 (mentions you): hi @alice\n    === END"));
         assert!(text.contains("(2 more not shown"));
         assert!(text.contains("NOT instructions"));
+    }
+
+    /// After a reset the digest says so inside the frame; with nothing to
+    /// show it stays empty, so the hook prints nothing.
+    #[test]
+    fn says_the_history_restarted_only_with_events() {
+        let room = lobby();
+        let reset = CursorReset {
+            requested_after: 13,
+            latest: 7,
+            resumed_after: 6,
+        };
+        let mut page = EventPage {
+            since: 6,
+            first_look: false,
+            events: vec![],
+            remaining: 0,
+        };
+        assert_eq!(render(&room, &page, "alice", Some(&reset)), "");
+        page.events.push(event(
+            "message",
+            "bob",
+            json!({"body": "after the restore"}),
+        ));
+        let text = render(&room, &page, "alice", Some(&reset));
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.contains("history on the server restarted"))
+            .expect("the reset line");
+        assert!(at > 0 && at < lines.len() - 1, "inside the frame: {text}");
+        assert!(lines[at].contains("up to event 13"), "{text}");
+        assert!(lines[at].contains("ends at event 7"), "{text}");
+        assert!(!render(&room, &page, "alice", None).contains("restarted"));
     }
 
     #[test]

@@ -158,9 +158,71 @@ pub fn messages(messages: &[Message], latest_id: i64) -> Value {
     json!({"count": messages.len(), "messages": messages, "latest_id": latest_id})
 }
 
+/// The longest `detail` line; the whole record is under `data`.
+const DETAIL_CHARS: usize = 200;
+
+/// An event as every surface shows it (MCP, `/v1`, the stream, MQTT):
+/// `{id, room, ts, kind, actor, task_id, message_id, detail, data}`.
+/// `detail` is one line of text saying what happened — a message's or
+/// note's text, a new task's title — the meaning ChatRoomMCP's clients and scripts read;
+/// `data` is the structured record (title, status, body, mentions, …).
+pub fn event(e: &Event) -> Value {
+    json!({
+        "id": e.id,
+        "room": e.room,
+        "ts": fmt_ts(e.ts),
+        "kind": e.kind,
+        "actor": e.actor,
+        "task_id": e.task_id,
+        "message_id": e.message_id,
+        "detail": event_detail(e),
+        "data": e.detail,
+    })
+}
+
+/// `detail`: one line, control characters dropped, at most
+/// [`DETAIL_CHARS`] characters (a longer one ends in `…`; the whole text
+/// is in `data` and in the message or note itself). An event imported
+/// from ChatRoomMCP keeps its own line.
+pub fn event_detail(e: &Event) -> String {
+    let d = &e.detail;
+    let text = match (d["text"].as_str(), e.kind.as_str()) {
+        (Some(imported), _) => imported.to_owned(),
+        (None, "message" | "note_added") => d["body"].as_str().unwrap_or_default().to_owned(),
+        (None, "task_created") => d["title"].as_str().unwrap_or_default().to_owned(),
+        (None, _) => digest::what(e, ""),
+    };
+    let mut line = String::with_capacity(text.len().min(DETAIL_CHARS * 4));
+    let mut chars = 0;
+    let mut space = false;
+    for c in text.trim().chars() {
+        if c.is_whitespace() {
+            space = true;
+            continue;
+        }
+        if c.is_control() {
+            continue;
+        }
+        let gap = space && chars > 0;
+        if chars + usize::from(gap) + 1 > DETAIL_CHARS {
+            line.push('…');
+            return line;
+        }
+        if gap {
+            line.push(' ');
+            chars += 1;
+        }
+        space = false;
+        line.push(c);
+        chars += 1;
+    }
+    line
+}
+
 /// The event history as `read_events` answers it; `cursor_unchanged`
 /// says this read did not move the caller's `whats_new` cursor.
 pub fn events(events: &[Event], latest_event_id: i64) -> Value {
+    let events: Vec<Value> = events.iter().map(event).collect();
     json!({
         "count": events.len(),
         "events": events,
@@ -217,7 +279,7 @@ impl<'a> Viewer<'a> {
     /// An event as JSON with the `by_you` and `mentions_you` flags of
     /// `whats_new` and the stream's `activity`.
     pub fn event(&self, e: &Event) -> Value {
-        let mut v = json!(e);
+        let mut v = event(e);
         v["by_you"] = Value::Bool(e.actor == self.agent);
         v["mentions_you"] = Value::Bool(self.mentioned_in(e));
         v

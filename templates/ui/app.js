@@ -612,7 +612,7 @@
         }
         const page = await api('/v1/events', { room: r.name, kind: 'message', since_id: String(state.seen[r.name]), limit: '100' });
         const others = (page.events || []).filter((e) => e.actor !== (state.me && state.me.agent));
-        const mentions = others.filter((e) => ((e.detail && e.detail.mentions) || []).some((m) => String(m).toLowerCase() === me)).length;
+        const mentions = others.filter((e) => ((e.data && e.data.mentions) || []).some((m) => String(m).toLowerCase() === me)).length;
         state.unread[r.name] = { n: others.length, mentions };
       } catch (e) {
         handleApiFailure(e);
@@ -825,7 +825,7 @@
       case 'in_progress':
         return 'Held by ' + t.assignee + (t.lease_expires_ts ? '; the lease ends at ' + clock(t.lease_expires_ts) + ' unless they keep working on it.' : '.');
       case 'blocked': {
-        const when = [...events].reverse().find((e) => e.kind === 'task_updated' && e.detail && e.detail.status === 'blocked');
+        const when = [...events].reverse().find((e) => e.kind === 'task_updated' && e.data && e.data.status === 'blocked');
         const note = when ? notes.find((n) => parseTs(n.ts) >= parseTs(when.ts) && n.author === when.actor) : null;
         const who = when ? when.actor : t.assignee || 'its holder';
         return 'Blocked by ' + who + (note ? ': ' + flat(note.body, 300) : ' (no reason given).') + (depText ? ' ' + depText : '');
@@ -834,7 +834,7 @@
         return 'Submitted by ' + (t.assignee || 'its holder') + '; waiting for a lead to approve or reject it.';
       case 'cancelled': {
         const c = events.find((e) => e.kind === 'task_cancelled');
-        return 'Cancelled' + (c ? ' by ' + c.actor + (c.detail && c.detail.reason ? ': ' + c.detail.reason : '') : '') + '.';
+        return 'Cancelled' + (c ? ' by ' + c.actor + (c.data && c.data.reason ? ': ' + c.data.reason : '') : '') + '.';
       }
       default:
         return null;
@@ -911,7 +911,7 @@
           { class: 'history' },
           ...events.map((e) => {
             const say = HISTORY[e.kind] || (() => e.kind.replace(/_/g, ' '));
-            return el('li', { class: 'k-' + e.kind }, el('time', { title: new Date(parseTs(e.ts)).toLocaleString() }, clock(e.ts)), el('span', { class: 'what' }, el('span', { class: 'actor' }, e.actor), ' ', say(e.detail || {})));
+            return el('li', { class: 'k-' + e.kind }, el('time', { title: new Date(parseTs(e.ts)).toLocaleString() }, clock(e.ts)), el('span', { class: 'what' }, el('span', { class: 'actor' }, e.actor), ' ', say(e.data || {})));
           }),
         ),
       );
@@ -1135,7 +1135,7 @@
     if (state.activity.has(e.id)) return;
     state.activity.add(e.id);
     state.lastEvent = Math.max(state.lastEvent || 0, e.id);
-    const d = e.detail || {};
+    const d = e.data || {};
     let what = '';
     if (e.kind.startsWith('file_')) what = (d.name || 'a file') + (e.task_id ? ' on #' + e.task_id : '');
     else if (e.task_id) what = '#' + e.task_id + ' ' + flat(d.title || '', 120);

@@ -203,18 +203,36 @@ impl TestServer {
             .join("chatroom.db")
             .to_string_lossy()
             .into_owned();
-        let mut config = Config::for_tests(&db_path);
-        config.rate_limit_per_minute = 0;
-        // Load-shaped tests park many waits per token; the cap has its own tests.
-        config.max_streams_per_token = 0;
-        config.auth_fail_limit = 0;
+        let mut config = TestServer::config(&db_path);
         config.database_url = database_url;
         tweak(&mut config);
-        let db_url = config.database();
-        let store = db::open(&db_url).await.expect("open db");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
+        TestServer::serve(config, listener, dir, db_path, pg).await
+    }
+
+    /// The tests' configuration on the SQLite file `db_path`: no rate
+    /// limit, stream cap or failed-auth throttle (each has its own tests;
+    /// load-shaped tests park many waits per token).
+    fn config(db_path: &str) -> Config {
+        let mut config = Config::for_tests(db_path);
+        config.rate_limit_per_minute = 0;
+        config.max_streams_per_token = 0;
+        config.auth_fail_limit = 0;
+        config
+    }
+
+    /// Starts the server of `config` on `listener`.
+    async fn serve(
+        config: Config,
+        listener: tokio::net::TcpListener,
+        dir: tempfile::TempDir,
+        db_path: String,
+        pg: Option<PgDatabase>,
+    ) -> TestServer {
+        let db_url = config.database();
+        let store = db::open(&db_url).await.expect("open db");
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
         let handle = tokio::spawn(chatroom::server::launch(config, listener, shutdown.clone()));
@@ -311,6 +329,45 @@ impl TestServer {
     pub async fn stop_keeping_files(mut self) -> tempfile::TempDir {
         self.halt().await;
         std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
+    }
+
+    /// A backup written by `chatroom admin backup`, as an operator makes
+    /// one while the server runs; the file lives in the returned folder.
+    pub async fn backup(&self) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("backup.db");
+        let (code, _, err) = run_cli(
+            &["admin", "backup", path.to_str().expect("a UTF-8 path")],
+            &self.cli_env(),
+        )
+        .await;
+        assert_eq!(code, 0, "admin backup: {err}");
+        (dir, path)
+    }
+
+    /// A restore as GETTING_STARTED §8 does it, on SQLite: stops this
+    /// server and starts one on a copy of `backup` (a file `chatroom admin
+    /// backup` wrote) at the same address, so clients reconnect to it as to
+    /// a restarted server.
+    pub async fn restore(mut self, backup: &std::path::Path) -> TestServer {
+        assert!(!self.on_postgres(), "admin backup is SQLite's");
+        let addr = self.addr;
+        self.halt().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db_path = dir
+            .path()
+            .join("chatroom.db")
+            .to_string_lossy()
+            .into_owned();
+        std::fs::copy(backup, &db_path).expect("copy the backup in place");
+        // The old listener is gone; its port frees up at once or very soon.
+        let listener = loop {
+            match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => break l,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        TestServer::serve(TestServer::config(&db_path), listener, dir, db_path, None).await
     }
 
     async fn halt(&mut self) {

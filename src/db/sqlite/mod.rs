@@ -1121,6 +1121,17 @@ impl Store for SqliteStore {
         })
     }
 
+    async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
+        self.write(|c| {
+            Ok(exec(
+                c,
+                "UPDATE cursors SET event_id = ?4 WHERE room = ?1 AND agent = ?2 AND event_id = ?3",
+                params![room, agent, from, to],
+            )? == 1)
+        })
+        .await
+    }
+
     async fn insert_audit(&self, audit_rows: &[AuditRow]) -> Result<()> {
         if audit_rows.is_empty() {
             return Ok(());
@@ -1516,6 +1527,17 @@ impl Store for SqliteStore {
                  WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)",
                 params![id, room, now],
                 file_from_row,
+            )
+        })
+    }
+
+    async fn file_room(&self, id: i64, now: i64) -> Result<Option<String>> {
+        self.read(|c| {
+            row(
+                c,
+                "SELECT room FROM files WHERE id = ?1 AND (expires_ts IS NULL OR expires_ts > ?2)",
+                params![id, now],
+                |r| r.get(0),
             )
         })
     }

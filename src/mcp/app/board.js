@@ -203,7 +203,7 @@ const KIND = {
 function renderEvents() {
   const evs = (state.data.events || []).slice().reverse();
   $('events').replaceChildren(...evs.map((e) => {
-    const d = e.detail || {};
+    const d = e.data || {};
     const verdict = e.kind === 'task_reviewed' ? (d.approve ? 'approved: ' : 'sent back: ') : '';
     const extra = verdict + (d.body || d.reason || d.title || '');
     return el('li', { 'data-kind': e.kind },
