@@ -16,6 +16,7 @@
 //! upgrades a read lock and SQLite serialises writers: event ids commit in
 //! id order.
 
+mod checkpoint;
 mod oauth;
 mod writer;
 
@@ -49,6 +50,8 @@ struct Inner {
     path: String,
     writer: Writer,
     readers: Mutex<Vec<Connection>>,
+    /// Stops the checkpointer thread when the store goes.
+    _checkpointer: std::sync::mpsc::Sender<()>,
 }
 
 impl SqliteStore {
@@ -72,15 +75,20 @@ impl SqliteStore {
             .await
             .map_err(|e| anyhow::anyhow!("cannot migrate database {path}: {e}"))?;
         pool.close().await;
-        let writer = open_connection(path, false)
-            .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
-        let reader = open_connection(path, true)
-            .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
+        let open = |read_only| {
+            open_connection(path, read_only)
+                .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))
+        };
+        // Checkpoints are the checkpointer's, off the write path.
+        let writer = Writer::new(open(false)?);
+        let checkpointer = checkpoint::spawn(open(false)?, writer.pauser())
+            .map_err(|e| anyhow::anyhow!("cannot start the WAL checkpointer: {e}"))?;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
-                writer: Writer::new(writer),
-                readers: Mutex::new(vec![reader]),
+                writer,
+                readers: Mutex::new(vec![open(true)?]),
+                _checkpointer: checkpointer,
             }),
         })
     }
@@ -227,6 +235,9 @@ fn open_connection(path: &str, read_only: bool) -> rusqlite::Result<Connection> 
     conn.pragma_update(None, "cache_size", if read_only { -8000 } else { -16000 })?;
     if !read_only {
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        // No checkpoint inside a commit: the checkpointer does them
+        // (`checkpoint.rs`).
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     }
     Ok(conn)
 }
