@@ -221,23 +221,33 @@ async fn fill_deps(conn: &mut PgConnection, tasks: &mut [Task]) -> Result<()> {
 }
 
 async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Option<Task>> {
-    let row = sqlx::query(task_sql("SELECT {} FROM tasks WHERE id = $1 AND room = $2"))
-        .bind(id)
-        .bind(room)
-        .fetch_optional(&mut *conn)
-        .await?;
+    // The task and its dependencies (those not done yet apart): one round
+    // trip, as `fill_deps` gives them.
+    let row = sqlx::query(task_sql(
+        "SELECT {}, \
+            ARRAY(SELECT d.depends_on FROM task_deps d WHERE d.task_id = tasks.id \
+                ORDER BY d.depends_on) AS deps, \
+            ARRAY(SELECT d.depends_on FROM task_deps d LEFT JOIN tasks u ON u.id = d.depends_on \
+                WHERE d.task_id = tasks.id AND u.status IS DISTINCT FROM $3 ORDER BY d.depends_on) AS blocked \
+         FROM tasks WHERE id = $1 AND room = $2",
+    ))
+    .bind(id)
+    .bind(room)
+    .bind(Status::Done.as_str())
+    .fetch_optional(&mut *conn)
+    .await?;
     let Some(row) = row else { return Ok(None) };
-    let mut tasks = [task_from_row(&row)?];
-    fill_deps(conn, &mut tasks).await?;
-    let [task] = tasks;
+    let mut task = task_from_row(&row)?;
+    task.depends_on = row.get("deps");
+    task.blocked_by_unfinished = row.get("blocked");
     Ok(Some(task))
 }
 
 /// Stores the rest of a write as the domain recorded it, in the write's
-/// transaction: the mention rows of the message or note written,
-/// the events (each announced to every replica), the audit row. `written`
-/// is what the main statement assigned. The caller holds the room's lock,
-/// so event ids come after every committed id of the room.
+/// transaction and in one statement: the mention rows of the message or
+/// note written, the events (each announced to every replica), the audit
+/// row. `written` is what the main statement assigned. The caller holds the
+/// room's lock, so event ids come after every committed id of the room.
 async fn store_record(
     conn: &mut PgConnection,
     room: &str,
@@ -719,6 +729,58 @@ impl Store for PostgresStore {
         )
     }
 
+    async fn read_messages_latest(
+        &self,
+        room: &str,
+        since_id: i64,
+        limit: i64,
+    ) -> Result<(Vec<Message>, i64)> {
+        let rows = sqlx::query(
+            "SELECT l.latest, m.id, m.room, m.ts, m.author, m.body, m.reply_to \
+             FROM (SELECT COALESCE(MAX(id), 0) AS latest FROM messages WHERE room = $1) l \
+             LEFT JOIN LATERAL (SELECT * FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3) m \
+             ON true ORDER BY m.id",
+        )
+        .bind(room)
+        .bind(since_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let latest = rows.first().map_or(0, |r| r.get("latest"));
+        let messages = rows
+            .iter()
+            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
+            .map(message_from_row)
+            .collect();
+        Ok((messages, latest))
+    }
+
+    async fn read_events_latest(&self, room: &str, f: &EventFilter) -> Result<(Vec<Event>, i64)> {
+        let rows = sqlx::query(
+            "SELECT l.latest, e.id, e.room, e.ts, e.kind, e.actor, e.task_id, e.message_id, e.detail \
+             FROM (SELECT COALESCE(MAX(id), 0) AS latest FROM events WHERE room = $1) l \
+             LEFT JOIN LATERAL (SELECT id, room, ts, kind, actor, task_id, message_id, detail::text AS detail \
+                FROM events WHERE room = $1 AND id > $2 \
+                AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR task_id = $4) \
+                ORDER BY id LIMIT $5) e \
+             ON true ORDER BY e.id",
+        )
+        .bind(room)
+        .bind(f.since_id)
+        .bind(&f.kind)
+        .bind(f.task_id)
+        .bind(f.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let latest = rows.first().map_or(0, |r| r.get("latest"));
+        let events = rows
+            .iter()
+            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
+            .map(event_from_row)
+            .collect();
+        Ok((events, latest))
+    }
+
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE room = $1 AND id > $2 \
@@ -868,22 +930,26 @@ impl Store for PostgresStore {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await?;
-        for r in rows {
-            sqlx::query(
-                "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(r.ts)
-            .bind(&r.agent)
-            .bind(&r.room)
-            .bind(&r.tool)
-            .bind(r.task_id)
-            .bind(&r.outcome)
-            .execute(&mut *tx)
-            .await
-            .map_err(text_error)?;
-        }
-        tx.commit().await?;
+        // One statement for the whole batch.
+        let ts: Vec<i64> = rows.iter().map(|r| r.ts).collect();
+        let agents: Vec<&str> = rows.iter().map(|r| r.agent.as_str()).collect();
+        let rooms: Vec<Option<&str>> = rows.iter().map(|r| r.room.as_deref()).collect();
+        let tools: Vec<&str> = rows.iter().map(|r| r.tool.as_str()).collect();
+        let task_ids: Vec<Option<i64>> = rows.iter().map(|r| r.task_id).collect();
+        let outcomes: Vec<&str> = rows.iter().map(|r| r.outcome.as_str()).collect();
+        sqlx::query(
+            "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) \
+             SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[])",
+        )
+        .bind(ts)
+        .bind(agents)
+        .bind(rooms)
+        .bind(tools)
+        .bind(task_ids)
+        .bind(outcomes)
+        .execute(&self.pool)
+        .await
+        .map_err(text_error)?;
         Ok(())
     }
 
