@@ -84,6 +84,83 @@ impl PostgresStore {
     }
 }
 
+/// One `whats_new` page as read, before the cursor moves.
+struct CursorPage {
+    /// The stored cursor (`None`: the agent's first look).
+    cursor: Option<i64>,
+    since: i64,
+    events: Vec<Event>,
+    /// Where the cursor goes past this page.
+    new_cursor: i64,
+    remaining: i64,
+}
+
+impl PostgresStore {
+    /// The agent's cursor, the room's latest id, the page after the cursor
+    /// and how many more: one statement, so one snapshot. Everything up to
+    /// the room's latest visible id is committed (ids become visible in
+    /// order), so reading up to it and no further keeps the page and the
+    /// cursor consistent even while writers commit.
+    async fn cursor_page(
+        &self,
+        room: &str,
+        agent: &str,
+        limit: i64,
+        skip_own: bool,
+    ) -> Result<CursorPage> {
+        let rows = sqlx::query(
+            "WITH s AS (SELECT c.event_id AS cursor, COALESCE(c.event_id, 0) AS since, \
+                    (SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1) AS high \
+                FROM (SELECT 1) one \
+                LEFT JOIN cursors c ON c.room = $1 AND c.agent = $2), \
+             p AS (SELECT e.id, e.room, e.ts, e.kind, e.actor, e.task_id, e.message_id, e.detail::text AS detail \
+                FROM events e, s WHERE e.room = $1 AND e.id > s.since AND e.id <= s.high \
+                AND (NOT $3 OR e.actor <> $2) ORDER BY e.id LIMIT $4) \
+             SELECT s.cursor, s.since, s.high, \
+                (SELECT COUNT(*) FROM events e WHERE e.room = $1 AND e.id > s.since AND e.id <= s.high \
+                    AND (NOT $3 OR e.actor <> $2)) AS total, \
+                p.id, p.room, p.ts, p.kind, p.actor, p.task_id, p.message_id, p.detail \
+             FROM s LEFT JOIN p ON true ORDER BY p.id",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(skip_own)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let first = rows
+            .first()
+            .ok_or_else(|| Error::internal(anyhow::anyhow!("the cursor query gave no row")))?;
+        let cursor: Option<i64> = first.get("cursor");
+        let since: i64 = first.get("since");
+        let high: i64 = first.get("high");
+        let total: i64 = first.get("total");
+        let events: Vec<Event> = rows
+            .iter()
+            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
+            .map(event_from_row)
+            .collect();
+        // The cursor moves past the page; when own events are skipped and
+        // the page is not full, it moves past everything seen (own events
+        // included).
+        let (new_cursor, remaining) = if (events.len() as i64) < limit {
+            (high.max(since), 0)
+        } else {
+            (
+                events.last().map(|e| e.id).unwrap_or(since),
+                total - events.len() as i64,
+            )
+        };
+        Ok(CursorPage {
+            cursor,
+            since,
+            events,
+            new_cursor,
+            remaining,
+        })
+    }
+}
+
 /// The latest event id of every room that has events (one index lookup per room).
 async fn latest_per_room(pool: &PgPool) -> Result<Vec<(String, i64)>> {
     Ok(sqlx::query_as(
@@ -814,80 +891,47 @@ impl Store for PostgresStore {
         advance: bool,
         skip_own: bool,
     ) -> Result<EventPage> {
-        let mut tx = self.pool.begin().await?;
-        if advance {
-            // Two advancing reads of one agent's cursor take turns, so they
-            // never both get the same page.
-            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))")
-                .bind(room)
-                .bind(agent)
-                .execute(&mut *tx)
-                .await?;
+        // An advancing read that lost a race to move the cursor (two reads
+        // of one agent at once) reads again from where the other left it,
+        // so two reads never both get a page.
+        for _ in 0..16 {
+            let page = self.cursor_page(room, agent, limit, skip_own).await?;
+            let moved = page.cursor.is_none() || page.new_cursor != page.since;
+            if advance && moved {
+                let done = match page.cursor {
+                    None => sqlx::query(
+                        "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, $3) \
+                         ON CONFLICT (room, agent) DO NOTHING",
+                    )
+                    .bind(room)
+                    .bind(agent)
+                    .bind(page.new_cursor)
+                    .execute(&self.pool)
+                    .await?,
+                    Some(at) => sqlx::query(
+                        "UPDATE cursors SET event_id = $3 WHERE room = $1 AND agent = $2 AND event_id = $4",
+                    )
+                    .bind(room)
+                    .bind(agent)
+                    .bind(page.new_cursor)
+                    .bind(at)
+                    .execute(&self.pool)
+                    .await?,
+                };
+                if done.rows_affected() == 0 {
+                    continue;
+                }
+            }
+            return Ok(EventPage {
+                since: page.since,
+                first_look: page.cursor.is_none(),
+                events: page.events,
+                remaining: page.remaining,
+            });
         }
-        let cursor: Option<i64> =
-            sqlx::query_scalar("SELECT event_id FROM cursors WHERE room = $1 AND agent = $2")
-                .bind(room)
-                .bind(agent)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let since = cursor.unwrap_or(0);
-        // Everything up to the room's latest visible id is committed (ids
-        // become visible in order), so reading up to it and no further keeps
-        // the page and the cursor consistent even while writers commit.
-        let high: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1")
-                .bind(room)
-                .fetch_one(&mut *tx)
-                .await?;
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE room = $1 AND id > $2 AND id <= $3 \
-             AND (NOT $4 OR actor <> $5) ORDER BY id LIMIT $6"
-        )))
-        .bind(room)
-        .bind(since)
-        .bind(high)
-        .bind(skip_own)
-        .bind(agent)
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
-        let events: Vec<Event> = rows.iter().map(event_from_row).collect();
-        // The cursor moves past the page; when own events are skipped and the
-        // page is not full, it moves past everything seen (own events included).
-        let new_cursor = if (events.len() as i64) < limit {
-            high.max(since)
-        } else {
-            events.last().map(|e| e.id).unwrap_or(since)
-        };
-        let remaining: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM events WHERE room = $1 AND id > $2 AND id <= $3 \
-             AND (NOT $4 OR actor <> $5)",
-        )
-        .bind(room)
-        .bind(new_cursor)
-        .bind(high)
-        .bind(skip_own)
-        .bind(agent)
-        .fetch_one(&mut *tx)
-        .await?;
-        if advance {
-            sqlx::query(
-                "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, $3) \
-                 ON CONFLICT (room, agent) DO UPDATE SET event_id = GREATEST(cursors.event_id, excluded.event_id)",
-            )
-            .bind(room)
-            .bind(agent)
-            .bind(new_cursor)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-        }
-        Ok(EventPage {
-            since,
-            first_look: cursor.is_none(),
-            events,
-            remaining,
-        })
+        Err(Error::conflict(
+            "the cursor is moving too fast (many reads of one agent at once); try again",
+        ))
     }
 
     async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
