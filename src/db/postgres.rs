@@ -25,6 +25,7 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio_util::sync::CancellationToken;
 
 mod oauth;
+mod writer;
 
 use super::*;
 use crate::domain::EventBus;
@@ -48,6 +49,8 @@ const POOL_SIZE: u32 = 16;
 pub struct PostgresStore {
     pool: PgPool,
     options: PgConnectOptions,
+    /// Group commit of each room's writes (`postgres/writer.rs`).
+    writers: writer::Writers,
 }
 
 impl PostgresStore {
@@ -68,7 +71,11 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| anyhow::anyhow!("cannot migrate the PostgreSQL database: {e}"))?;
-        Ok(PostgresStore { pool, options })
+        Ok(PostgresStore {
+            writers: writer::Writers::new(pool.clone()),
+            pool,
+            options,
+        })
     }
 
     /// A transaction holding `room`'s lock: writers of one room take turns,
@@ -340,43 +347,54 @@ async fn store_record(
         audit_tool,
         task_id,
     } = record;
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let task_ids: Vec<Option<i64>> = events.iter().map(|e| e.task_id).collect();
+    let message_ids: Vec<Option<i64>> = events.iter().map(|e| e.message_id).collect();
+    let details: Vec<String> = events.iter().map(|e| e.detail.to_string()).collect();
     // A mention row points at its message or note. Its `seq` places it
     // among the room's messages for `since_id`: a message's own id, or for
-    // a note the room's newest message id when the note was written.
-    if !mentions.is_empty() {
-        sqlx::query(
-            "INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
-             SELECT $1, a, $3, $4, $5, $6, \
-                COALESCE($3, (SELECT MAX(id) FROM messages WHERE room = $1), 0) \
-             FROM UNNEST($2::text[]) WITH ORDINALITY AS m(a, n) ORDER BY n",
-        )
-        .bind(room)
-        .bind(&mentions)
-        .bind(written.message_id)
-        .bind(written.note_id)
-        .bind(task_id)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
+    // a note the room's newest message id when the note was written. Event
+    // ids are handed out in the order of the record's events.
+    let ids: Vec<(i64, bool)> = sqlx::query_as(
+        "WITH ev AS (INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
+            SELECT $1, $2, u.kind, $3, u.task_id, u.message_id, u.detail::jsonb \
+            FROM UNNEST($4::text[], $5::bigint[], $6::bigint[], $7::text[]) \
+                WITH ORDINALITY AS u(kind, task_id, message_id, detail, n) \
+            ORDER BY u.n RETURNING id), \
+         mn AS (INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
+            SELECT $1, m.a, $8, $9, $10, $2, \
+                COALESCE($8, (SELECT MAX(id) FROM messages WHERE room = $1), 0) \
+            FROM UNNEST($11::text[]) WITH ORDINALITY AS m(a, n) ORDER BY m.n), \
+         au AS (INSERT INTO audit (ts, agent, room, tool, task_id, outcome) \
+            SELECT $2, $3, $1, $12, $10, 'ok' WHERE $12::text IS NOT NULL) \
+         SELECT id, pg_notify('chatroom_events', $1 || ' ' || id) IS NULL FROM ev ORDER BY id",
+    )
+    .bind(room)
+    .bind(now)
+    .bind(&actor)
+    .bind(&kinds)
+    .bind(&task_ids)
+    .bind(&message_ids)
+    .bind(&details)
+    .bind(written.message_id)
+    .bind(written.note_id)
+    .bind(task_id)
+    .bind(&mentions)
+    .bind(audit_tool)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(text_error)?;
+    if ids.len() != events.len() {
+        return Err(Error::internal(anyhow::anyhow!(
+            "{} events were stored of {}",
+            ids.len(),
+            events.len()
+        )));
     }
-    let mut stored = Vec::with_capacity(events.len());
-    for e in events {
-        let id: i64 = sqlx::query_scalar(
-            "WITH e AS (INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING id) \
-             SELECT id, pg_notify('chatroom_events', $1 || ' ' || id) IS NULL FROM e",
-        )
-        .bind(room)
-        .bind(now)
-        .bind(e.kind.as_str())
-        .bind(&actor)
-        .bind(e.task_id)
-        .bind(e.message_id)
-        .bind(e.detail.to_string())
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(text_error)?;
-        stored.push(Event {
+    Ok(events
+        .into_iter()
+        .zip(ids)
+        .map(|(e, (id, _))| Event {
             id,
             room: room.to_owned(),
             ts: now,
@@ -385,21 +403,8 @@ async fn store_record(
             task_id: e.task_id,
             message_id: e.message_id,
             detail: e.detail,
-        });
-    }
-    if let Some(tool) = audit_tool {
-        sqlx::query(
-            "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, 'ok')",
-        )
-        .bind(now)
-        .bind(&actor)
-        .bind(room)
-        .bind(tool)
-        .bind(task_id)
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(stored)
+        })
+        .collect())
 }
 
 /// The one event of a write that records one.
@@ -419,11 +424,13 @@ fn text_error(e: sqlx::Error) -> Error {
         .map(|c| c.into_owned());
     match code.as_deref() {
         // character_not_in_repertoire, untranslatable_character
-        Some("22021") | Some("22P05") => Error::invalid(
-            "text must not contain the NUL character (U+0000) on this server's database",
-        ),
+        Some("22021") | Some("22P05") => nul_refused(),
         _ => e.into(),
     }
+}
+
+fn nul_refused() -> Error {
+    Error::invalid("text must not contain the NUL character (U+0000) on this server's database")
 }
 
 /// Deletes a room's chat, events, mentions and files older than `cutoff`.
@@ -746,35 +753,72 @@ impl Store for PostgresStore {
         room: &str,
         body: &str,
         reply_to: Option<i64>,
-        record: Record,
+        mut record: Record,
     ) -> Result<(Message, Event)> {
-        let mut tx = self.begin_room(room).await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO messages (room, ts, author, body, reply_to) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-        )
-        .bind(room)
-        .bind(record.now)
-        .bind(&record.actor)
-        .bind(body)
-        .bind(reply_to)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(text_error)?;
-        let message = Message {
-            id,
-            room: room.to_owned(),
-            ts: record.now,
-            author: record.actor.clone(),
-            body: body.to_owned(),
-            reply_to,
-        };
-        let written = Written {
-            message_id: Some(id),
-            ..Written::default()
-        };
-        let event = only(store_record(&mut tx, room, record, &written).await?)?;
-        tx.commit().await?;
-        Ok((message, event))
+        // What PostgreSQL would refuse in the statement, refused before it,
+        // so that the statement cannot fail on what it writes and needs no
+        // savepoint of its own (`Writers::write_one`): the names in it are
+        // checked names, the rest is the body (also in the event's detail).
+        if body.contains('\0') {
+            return Err(nul_refused());
+        }
+        let (room, body) = (room.to_owned(), body.to_owned());
+        self.writers
+            .write_one(&room.clone(), move |c| {
+                Box::pin(async move {
+                    // The message, its event (announced), its mentions and
+                    // the audit row: one statement, one round trip.
+                    let [event] = std::mem::take(&mut record.events).try_into().map_err(|_| {
+                        Error::internal(anyhow::anyhow!("a message records one event"))
+                    })?;
+                    let (id, event_id, _): (i64, i64, bool) = sqlx::query_as(
+                        "WITH m AS (INSERT INTO messages (room, ts, author, body, reply_to) \
+                            VALUES ($1, $2, $3, $4, $5) RETURNING id), \
+                         ev AS (INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
+                            SELECT $1, $2, $6, $3, $7, m.id, $8::jsonb FROM m RETURNING id, message_id), \
+                         mn AS (INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
+                            SELECT $1, x.a, m.id, NULL, $11, $2, m.id \
+                            FROM m, UNNEST($9::text[]) WITH ORDINALITY AS x(a, n) ORDER BY x.n), \
+                         au AS (INSERT INTO audit (ts, agent, room, tool, task_id, outcome) \
+                            SELECT $2, $3, $1, $10, $11, 'ok' WHERE $10::text IS NOT NULL) \
+                         SELECT ev.message_id, ev.id, pg_notify('chatroom_events', $1 || ' ' || ev.id) IS NULL FROM ev",
+                    )
+                    .bind(&room)
+                    .bind(record.now)
+                    .bind(&record.actor)
+                    .bind(&body)
+                    .bind(reply_to)
+                    .bind(event.kind.as_str())
+                    .bind(event.task_id)
+                    .bind(event.detail.to_string())
+                    .bind(&record.mentions)
+                    .bind(record.audit_tool)
+                    .bind(record.task_id)
+                    .fetch_one(&mut *c)
+                    .await
+                    .map_err(text_error)?;
+                    let event = Event {
+                        id: event_id,
+                        room: room.clone(),
+                        ts: record.now,
+                        kind: event.kind.as_str().to_owned(),
+                        actor: record.actor.clone(),
+                        task_id: event.task_id,
+                        message_id: Some(id),
+                        detail: event.detail,
+                    };
+                    let message = Message {
+                        id,
+                        room,
+                        ts: record.now,
+                        author: record.actor,
+                        body,
+                        reply_to,
+                    };
+                    Ok((message, event))
+                })
+            })
+            .await
     }
 
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
@@ -1044,45 +1088,50 @@ impl Store for PostgresStore {
         t: &NewTask,
         record: Record,
     ) -> Result<(Task, Vec<Event>)> {
-        let mut tx = self.begin_room(room).await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
-             priority, required_skill, needs_review) \
-             VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id",
-        )
-        .bind(room)
-        .bind(&t.title)
-        .bind(&t.body)
-        .bind(t.status.as_str())
-        .bind(&t.assignee)
-        .bind(&t.created_by)
-        .bind(record.now)
-        .bind(&t.priority)
-        .bind(&t.required_skill)
-        .bind(t.needs_review)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(text_error)?;
-        if !t.depends_on.is_empty() {
-            sqlx::query(
-                "INSERT INTO task_deps (task_id, depends_on) SELECT $1, d FROM UNNEST($2::bigint[]) AS d \
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(id)
-            .bind(&t.depends_on)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
-            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
-        })?;
-        let written = Written {
-            task_id: Some(id),
-            ..Written::default()
-        };
-        let events = store_record(&mut tx, room, record, &written).await?;
-        tx.commit().await?;
-        Ok((task, events))
+        let (room, t) = (room.to_owned(), t.clone());
+        self.writers
+            .write(&room.clone(), move |tx| {
+                Box::pin(async move {
+                    let id: i64 = sqlx::query_scalar(
+                        "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
+                         priority, required_skill, needs_review) \
+                         VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id",
+                    )
+                    .bind(&room)
+                    .bind(&t.title)
+                    .bind(&t.body)
+                    .bind(t.status.as_str())
+                    .bind(&t.assignee)
+                    .bind(&t.created_by)
+                    .bind(record.now)
+                    .bind(&t.priority)
+                    .bind(&t.required_skill)
+                    .bind(t.needs_review)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(text_error)?;
+                    if !t.depends_on.is_empty() {
+                        sqlx::query(
+                            "INSERT INTO task_deps (task_id, depends_on) SELECT $1, d FROM UNNEST($2::bigint[]) AS d \
+                             ON CONFLICT DO NOTHING",
+                        )
+                        .bind(id)
+                        .bind(&t.depends_on)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    let task = load_task(tx, &room, id).await?.ok_or_else(|| {
+                        Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+                    })?;
+                    let written = Written {
+                        task_id: Some(id),
+                        ..Written::default()
+                    };
+                    let events = store_record(tx, &room, record, &written).await?;
+                    Ok((task, events))
+                })
+            })
+            .await
     }
 
     async fn get_task(&self, room: &str, id: i64) -> Result<Option<Task>> {
@@ -1127,52 +1176,58 @@ impl Store for PostgresStore {
         id: i64,
         c: TaskChange,
     ) -> Result<Option<(Task, Vec<Event>)>> {
-        let now = c.record.now;
-        let mut tx = self.begin_room(room).await?;
-        // Guarded by the version the domain decided on: a change decided on a
-        // task that moved on since (on any replica) writes nothing.
-        let done = sqlx::query(
-            "UPDATE tasks SET status = $3, assignee = $4, body = $5, result = $6, lease_seconds = $7, \
-             lease_expires_ts = $8, version = version + 1, updated_ts = $9 \
-             WHERE id = $1 AND room = $2 AND version = $10",
-        )
-        .bind(id)
-        .bind(room)
-        .bind(c.status.as_str())
-        .bind(&c.assignee)
-        .bind(&c.body)
-        .bind(&c.result)
-        .bind(c.lease_seconds)
-        .bind(c.lease_expires_ts)
-        .bind(now)
-        .bind(c.expected_version)
-        .execute(&mut *tx)
-        .await
-        .map_err(text_error)?;
-        if done.rows_affected() == 0 {
-            return Ok(None);
-        }
-        let mut written = Written::default();
-        if let Some(body) = &c.note {
-            let note_id: i64 = sqlx::query_scalar(
-                "INSERT INTO notes (task_id, room, ts, author, body) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-            )
-            .bind(id)
-            .bind(room)
-            .bind(now)
-            .bind(&c.record.actor)
-            .bind(body)
-            .fetch_one(&mut *tx)
+        let room = room.to_owned();
+        self.writers
+            .write(&room.clone(), move |tx| {
+                Box::pin(async move {
+                    let now = c.record.now;
+                    // Guarded by the version the domain decided on: a change
+                    // decided on a task that moved on since (on any replica)
+                    // writes nothing.
+                    let done = sqlx::query(
+                        "UPDATE tasks SET status = $3, assignee = $4, body = $5, result = $6, lease_seconds = $7, \
+                         lease_expires_ts = $8, version = version + 1, updated_ts = $9 \
+                         WHERE id = $1 AND room = $2 AND version = $10",
+                    )
+                    .bind(id)
+                    .bind(&room)
+                    .bind(c.status.as_str())
+                    .bind(&c.assignee)
+                    .bind(&c.body)
+                    .bind(&c.result)
+                    .bind(c.lease_seconds)
+                    .bind(c.lease_expires_ts)
+                    .bind(now)
+                    .bind(c.expected_version)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(text_error)?;
+                    if done.rows_affected() == 0 {
+                        return Ok(None);
+                    }
+                    let mut written = Written::default();
+                    if let Some(body) = &c.note {
+                        let note_id: i64 = sqlx::query_scalar(
+                            "INSERT INTO notes (task_id, room, ts, author, body) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                        )
+                        .bind(id)
+                        .bind(&room)
+                        .bind(now)
+                        .bind(&c.record.actor)
+                        .bind(body)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(text_error)?;
+                        written.note_id = Some(note_id);
+                    }
+                    let events = store_record(tx, &room, c.record, &written).await?;
+                    let task = load_task(tx, &room, id).await?.ok_or_else(|| {
+                        Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+                    })?;
+                    Ok(Some((task, events)))
+                })
+            })
             .await
-            .map_err(text_error)?;
-            written.note_id = Some(note_id);
-        }
-        let events = store_record(&mut tx, room, c.record, &written).await?;
-        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
-            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
-        })?;
-        tx.commit().await?;
-        Ok(Some((task, events)))
     }
 
     async fn lapsed_leases(&self, now: i64) -> Result<Vec<(String, i64)>> {
