@@ -25,6 +25,7 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio_util::sync::CancellationToken;
 
 mod oauth;
+mod writer;
 
 use super::*;
 use crate::domain::EventBus;
@@ -48,6 +49,8 @@ const POOL_SIZE: u32 = 16;
 pub struct PostgresStore {
     pool: PgPool,
     options: PgConnectOptions,
+    /// Group commit of each room's writes (`postgres/writer.rs`).
+    writers: writer::Writers,
 }
 
 impl PostgresStore {
@@ -68,7 +71,11 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| anyhow::anyhow!("cannot migrate the PostgreSQL database: {e}"))?;
-        Ok(PostgresStore { pool, options })
+        Ok(PostgresStore {
+            writers: writer::Writers::new(pool.clone()),
+            pool,
+            options,
+        })
     }
 
     /// A transaction holding `room`'s lock: writers of one room take turns,
@@ -81,6 +88,83 @@ impl PostgresStore {
             .execute(&mut *tx)
             .await?;
         Ok(tx)
+    }
+}
+
+/// One `whats_new` page as read, before the cursor moves.
+struct CursorPage {
+    /// The stored cursor (`None`: the agent's first look).
+    cursor: Option<i64>,
+    since: i64,
+    events: Vec<Event>,
+    /// Where the cursor goes past this page.
+    new_cursor: i64,
+    remaining: i64,
+}
+
+impl PostgresStore {
+    /// The agent's cursor, the room's latest id, the page after the cursor
+    /// and how many more: one statement, so one snapshot. Everything up to
+    /// the room's latest visible id is committed (ids become visible in
+    /// order), so reading up to it and no further keeps the page and the
+    /// cursor consistent even while writers commit.
+    async fn cursor_page(
+        &self,
+        room: &str,
+        agent: &str,
+        limit: i64,
+        skip_own: bool,
+    ) -> Result<CursorPage> {
+        let rows = sqlx::query(
+            "WITH s AS (SELECT c.event_id AS cursor, COALESCE(c.event_id, 0) AS since, \
+                    (SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1) AS high \
+                FROM (SELECT 1) one \
+                LEFT JOIN cursors c ON c.room = $1 AND c.agent = $2), \
+             p AS (SELECT e.id, e.room, e.ts, e.kind, e.actor, e.task_id, e.message_id, e.detail::text AS detail \
+                FROM events e, s WHERE e.room = $1 AND e.id > s.since AND e.id <= s.high \
+                AND (NOT $3 OR e.actor <> $2) ORDER BY e.id LIMIT $4) \
+             SELECT s.cursor, s.since, s.high, \
+                (SELECT COUNT(*) FROM events e WHERE e.room = $1 AND e.id > s.since AND e.id <= s.high \
+                    AND (NOT $3 OR e.actor <> $2)) AS total, \
+                p.id, p.room, p.ts, p.kind, p.actor, p.task_id, p.message_id, p.detail \
+             FROM s LEFT JOIN p ON true ORDER BY p.id",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(skip_own)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let first = rows
+            .first()
+            .ok_or_else(|| Error::internal(anyhow::anyhow!("the cursor query gave no row")))?;
+        let cursor: Option<i64> = first.get("cursor");
+        let since: i64 = first.get("since");
+        let high: i64 = first.get("high");
+        let total: i64 = first.get("total");
+        let events: Vec<Event> = rows
+            .iter()
+            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
+            .map(event_from_row)
+            .collect();
+        // The cursor moves past the page; when own events are skipped and
+        // the page is not full, it moves past everything seen (own events
+        // included).
+        let (new_cursor, remaining) = if (events.len() as i64) < limit {
+            (high.max(since), 0)
+        } else {
+            (
+                events.last().map(|e| e.id).unwrap_or(since),
+                total - events.len() as i64,
+            )
+        };
+        Ok(CursorPage {
+            cursor,
+            since,
+            events,
+            new_cursor,
+            remaining,
+        })
     }
 }
 
@@ -221,23 +305,33 @@ async fn fill_deps(conn: &mut PgConnection, tasks: &mut [Task]) -> Result<()> {
 }
 
 async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Option<Task>> {
-    let row = sqlx::query(task_sql("SELECT {} FROM tasks WHERE id = $1 AND room = $2"))
-        .bind(id)
-        .bind(room)
-        .fetch_optional(&mut *conn)
-        .await?;
+    // The task and its dependencies (those not done yet apart): one round
+    // trip, as `fill_deps` gives them.
+    let row = sqlx::query(task_sql(
+        "SELECT {}, \
+            ARRAY(SELECT d.depends_on FROM task_deps d WHERE d.task_id = tasks.id \
+                ORDER BY d.depends_on) AS deps, \
+            ARRAY(SELECT d.depends_on FROM task_deps d LEFT JOIN tasks u ON u.id = d.depends_on \
+                WHERE d.task_id = tasks.id AND u.status IS DISTINCT FROM $3 ORDER BY d.depends_on) AS blocked \
+         FROM tasks WHERE id = $1 AND room = $2",
+    ))
+    .bind(id)
+    .bind(room)
+    .bind(Status::Done.as_str())
+    .fetch_optional(&mut *conn)
+    .await?;
     let Some(row) = row else { return Ok(None) };
-    let mut tasks = [task_from_row(&row)?];
-    fill_deps(conn, &mut tasks).await?;
-    let [task] = tasks;
+    let mut task = task_from_row(&row)?;
+    task.depends_on = row.get("deps");
+    task.blocked_by_unfinished = row.get("blocked");
     Ok(Some(task))
 }
 
 /// Stores the rest of a write as the domain recorded it, in the write's
-/// transaction: the mention rows of the message or note written,
-/// the events (each announced to every replica), the audit row. `written`
-/// is what the main statement assigned. The caller holds the room's lock,
-/// so event ids come after every committed id of the room.
+/// transaction and in one statement: the mention rows of the message or
+/// note written, the events (each announced to every replica), the audit
+/// row. `written` is what the main statement assigned. The caller holds the
+/// room's lock, so event ids come after every committed id of the room.
 async fn store_record(
     conn: &mut PgConnection,
     room: &str,
@@ -253,43 +347,54 @@ async fn store_record(
         audit_tool,
         task_id,
     } = record;
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let task_ids: Vec<Option<i64>> = events.iter().map(|e| e.task_id).collect();
+    let message_ids: Vec<Option<i64>> = events.iter().map(|e| e.message_id).collect();
+    let details: Vec<String> = events.iter().map(|e| e.detail.to_string()).collect();
     // A mention row points at its message or note. Its `seq` places it
     // among the room's messages for `since_id`: a message's own id, or for
-    // a note the room's newest message id when the note was written.
-    if !mentions.is_empty() {
-        sqlx::query(
-            "INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
-             SELECT $1, a, $3, $4, $5, $6, \
-                COALESCE($3, (SELECT MAX(id) FROM messages WHERE room = $1), 0) \
-             FROM UNNEST($2::text[]) WITH ORDINALITY AS m(a, n) ORDER BY n",
-        )
-        .bind(room)
-        .bind(&mentions)
-        .bind(written.message_id)
-        .bind(written.note_id)
-        .bind(task_id)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
+    // a note the room's newest message id when the note was written. Event
+    // ids are handed out in the order of the record's events.
+    let ids: Vec<(i64, bool)> = sqlx::query_as(
+        "WITH ev AS (INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
+            SELECT $1, $2, u.kind, $3, u.task_id, u.message_id, u.detail::jsonb \
+            FROM UNNEST($4::text[], $5::bigint[], $6::bigint[], $7::text[]) \
+                WITH ORDINALITY AS u(kind, task_id, message_id, detail, n) \
+            ORDER BY u.n RETURNING id), \
+         mn AS (INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
+            SELECT $1, m.a, $8, $9, $10, $2, \
+                COALESCE($8, (SELECT MAX(id) FROM messages WHERE room = $1), 0) \
+            FROM UNNEST($11::text[]) WITH ORDINALITY AS m(a, n) ORDER BY m.n), \
+         au AS (INSERT INTO audit (ts, agent, room, tool, task_id, outcome) \
+            SELECT $2, $3, $1, $12, $10, 'ok' WHERE $12::text IS NOT NULL) \
+         SELECT id, pg_notify('chatroom_events', $1 || ' ' || id) IS NULL FROM ev ORDER BY id",
+    )
+    .bind(room)
+    .bind(now)
+    .bind(&actor)
+    .bind(&kinds)
+    .bind(&task_ids)
+    .bind(&message_ids)
+    .bind(&details)
+    .bind(written.message_id)
+    .bind(written.note_id)
+    .bind(task_id)
+    .bind(&mentions)
+    .bind(audit_tool)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(text_error)?;
+    if ids.len() != events.len() {
+        return Err(Error::internal(anyhow::anyhow!(
+            "{} events were stored of {}",
+            ids.len(),
+            events.len()
+        )));
     }
-    let mut stored = Vec::with_capacity(events.len());
-    for e in events {
-        let id: i64 = sqlx::query_scalar(
-            "WITH e AS (INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING id) \
-             SELECT id, pg_notify('chatroom_events', $1 || ' ' || id) IS NULL FROM e",
-        )
-        .bind(room)
-        .bind(now)
-        .bind(e.kind.as_str())
-        .bind(&actor)
-        .bind(e.task_id)
-        .bind(e.message_id)
-        .bind(e.detail.to_string())
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(text_error)?;
-        stored.push(Event {
+    Ok(events
+        .into_iter()
+        .zip(ids)
+        .map(|(e, (id, _))| Event {
             id,
             room: room.to_owned(),
             ts: now,
@@ -298,21 +403,8 @@ async fn store_record(
             task_id: e.task_id,
             message_id: e.message_id,
             detail: e.detail,
-        });
-    }
-    if let Some(tool) = audit_tool {
-        sqlx::query(
-            "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, 'ok')",
-        )
-        .bind(now)
-        .bind(&actor)
-        .bind(room)
-        .bind(tool)
-        .bind(task_id)
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(stored)
+        })
+        .collect())
 }
 
 /// The one event of a write that records one.
@@ -332,11 +424,13 @@ fn text_error(e: sqlx::Error) -> Error {
         .map(|c| c.into_owned());
     match code.as_deref() {
         // character_not_in_repertoire, untranslatable_character
-        Some("22021") | Some("22P05") => Error::invalid(
-            "text must not contain the NUL character (U+0000) on this server's database",
-        ),
+        Some("22021") | Some("22P05") => nul_refused(),
         _ => e.into(),
     }
+}
+
+fn nul_refused() -> Error {
+    Error::invalid("text must not contain the NUL character (U+0000) on this server's database")
 }
 
 /// Deletes a room's chat, events, mentions and files older than `cutoff`.
@@ -659,35 +753,72 @@ impl Store for PostgresStore {
         room: &str,
         body: &str,
         reply_to: Option<i64>,
-        record: Record,
+        mut record: Record,
     ) -> Result<(Message, Event)> {
-        let mut tx = self.begin_room(room).await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO messages (room, ts, author, body, reply_to) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-        )
-        .bind(room)
-        .bind(record.now)
-        .bind(&record.actor)
-        .bind(body)
-        .bind(reply_to)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(text_error)?;
-        let message = Message {
-            id,
-            room: room.to_owned(),
-            ts: record.now,
-            author: record.actor.clone(),
-            body: body.to_owned(),
-            reply_to,
-        };
-        let written = Written {
-            message_id: Some(id),
-            ..Written::default()
-        };
-        let event = only(store_record(&mut tx, room, record, &written).await?)?;
-        tx.commit().await?;
-        Ok((message, event))
+        // What PostgreSQL would refuse in the statement, refused before it,
+        // so that the statement cannot fail on what it writes and needs no
+        // savepoint of its own (`Writers::write_one`): the names in it are
+        // checked names, the rest is the body (also in the event's detail).
+        if body.contains('\0') {
+            return Err(nul_refused());
+        }
+        let (room, body) = (room.to_owned(), body.to_owned());
+        self.writers
+            .write_one(&room.clone(), move |c| {
+                Box::pin(async move {
+                    // The message, its event (announced), its mentions and
+                    // the audit row: one statement, one round trip.
+                    let [event] = std::mem::take(&mut record.events).try_into().map_err(|_| {
+                        Error::internal(anyhow::anyhow!("a message records one event"))
+                    })?;
+                    let (id, event_id, _): (i64, i64, bool) = sqlx::query_as(
+                        "WITH m AS (INSERT INTO messages (room, ts, author, body, reply_to) \
+                            VALUES ($1, $2, $3, $4, $5) RETURNING id), \
+                         ev AS (INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
+                            SELECT $1, $2, $6, $3, $7, m.id, $8::jsonb FROM m RETURNING id, message_id), \
+                         mn AS (INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
+                            SELECT $1, x.a, m.id, NULL, $11, $2, m.id \
+                            FROM m, UNNEST($9::text[]) WITH ORDINALITY AS x(a, n) ORDER BY x.n), \
+                         au AS (INSERT INTO audit (ts, agent, room, tool, task_id, outcome) \
+                            SELECT $2, $3, $1, $10, $11, 'ok' WHERE $10::text IS NOT NULL) \
+                         SELECT ev.message_id, ev.id, pg_notify('chatroom_events', $1 || ' ' || ev.id) IS NULL FROM ev",
+                    )
+                    .bind(&room)
+                    .bind(record.now)
+                    .bind(&record.actor)
+                    .bind(&body)
+                    .bind(reply_to)
+                    .bind(event.kind.as_str())
+                    .bind(event.task_id)
+                    .bind(event.detail.to_string())
+                    .bind(&record.mentions)
+                    .bind(record.audit_tool)
+                    .bind(record.task_id)
+                    .fetch_one(&mut *c)
+                    .await
+                    .map_err(text_error)?;
+                    let event = Event {
+                        id: event_id,
+                        room: room.clone(),
+                        ts: record.now,
+                        kind: event.kind.as_str().to_owned(),
+                        actor: record.actor.clone(),
+                        task_id: event.task_id,
+                        message_id: Some(id),
+                        detail: event.detail,
+                    };
+                    let message = Message {
+                        id,
+                        room,
+                        ts: record.now,
+                        author: record.actor,
+                        body,
+                        reply_to,
+                    };
+                    Ok((message, event))
+                })
+            })
+            .await
     }
 
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
@@ -717,6 +848,58 @@ impl Store for PostgresStore {
                 .fetch_one(&self.pool)
                 .await?,
         )
+    }
+
+    async fn read_messages_latest(
+        &self,
+        room: &str,
+        since_id: i64,
+        limit: i64,
+    ) -> Result<(Vec<Message>, i64)> {
+        let rows = sqlx::query(
+            "SELECT l.latest, m.id, m.room, m.ts, m.author, m.body, m.reply_to \
+             FROM (SELECT COALESCE(MAX(id), 0) AS latest FROM messages WHERE room = $1) l \
+             LEFT JOIN LATERAL (SELECT * FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3) m \
+             ON true ORDER BY m.id",
+        )
+        .bind(room)
+        .bind(since_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let latest = rows.first().map_or(0, |r| r.get("latest"));
+        let messages = rows
+            .iter()
+            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
+            .map(message_from_row)
+            .collect();
+        Ok((messages, latest))
+    }
+
+    async fn read_events_latest(&self, room: &str, f: &EventFilter) -> Result<(Vec<Event>, i64)> {
+        let rows = sqlx::query(
+            "SELECT l.latest, e.id, e.room, e.ts, e.kind, e.actor, e.task_id, e.message_id, e.detail \
+             FROM (SELECT COALESCE(MAX(id), 0) AS latest FROM events WHERE room = $1) l \
+             LEFT JOIN LATERAL (SELECT id, room, ts, kind, actor, task_id, message_id, detail::text AS detail \
+                FROM events WHERE room = $1 AND id > $2 \
+                AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR task_id = $4) \
+                ORDER BY id LIMIT $5) e \
+             ON true ORDER BY e.id",
+        )
+        .bind(room)
+        .bind(f.since_id)
+        .bind(&f.kind)
+        .bind(f.task_id)
+        .bind(f.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let latest = rows.first().map_or(0, |r| r.get("latest"));
+        let events = rows
+            .iter()
+            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
+            .map(event_from_row)
+            .collect();
+        Ok((events, latest))
     }
 
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
@@ -752,80 +935,47 @@ impl Store for PostgresStore {
         advance: bool,
         skip_own: bool,
     ) -> Result<EventPage> {
-        let mut tx = self.pool.begin().await?;
-        if advance {
-            // Two advancing reads of one agent's cursor take turns, so they
-            // never both get the same page.
-            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))")
-                .bind(room)
-                .bind(agent)
-                .execute(&mut *tx)
-                .await?;
+        // An advancing read that lost a race to move the cursor (two reads
+        // of one agent at once) reads again from where the other left it,
+        // so two reads never both get a page.
+        for _ in 0..16 {
+            let page = self.cursor_page(room, agent, limit, skip_own).await?;
+            let moved = page.cursor.is_none() || page.new_cursor != page.since;
+            if advance && moved {
+                let done = match page.cursor {
+                    None => sqlx::query(
+                        "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, $3) \
+                         ON CONFLICT (room, agent) DO NOTHING",
+                    )
+                    .bind(room)
+                    .bind(agent)
+                    .bind(page.new_cursor)
+                    .execute(&self.pool)
+                    .await?,
+                    Some(at) => sqlx::query(
+                        "UPDATE cursors SET event_id = $3 WHERE room = $1 AND agent = $2 AND event_id = $4",
+                    )
+                    .bind(room)
+                    .bind(agent)
+                    .bind(page.new_cursor)
+                    .bind(at)
+                    .execute(&self.pool)
+                    .await?,
+                };
+                if done.rows_affected() == 0 {
+                    continue;
+                }
+            }
+            return Ok(EventPage {
+                since: page.since,
+                first_look: page.cursor.is_none(),
+                events: page.events,
+                remaining: page.remaining,
+            });
         }
-        let cursor: Option<i64> =
-            sqlx::query_scalar("SELECT event_id FROM cursors WHERE room = $1 AND agent = $2")
-                .bind(room)
-                .bind(agent)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let since = cursor.unwrap_or(0);
-        // Everything up to the room's latest visible id is committed (ids
-        // become visible in order), so reading up to it and no further keeps
-        // the page and the cursor consistent even while writers commit.
-        let high: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1")
-                .bind(room)
-                .fetch_one(&mut *tx)
-                .await?;
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE room = $1 AND id > $2 AND id <= $3 \
-             AND (NOT $4 OR actor <> $5) ORDER BY id LIMIT $6"
-        )))
-        .bind(room)
-        .bind(since)
-        .bind(high)
-        .bind(skip_own)
-        .bind(agent)
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
-        let events: Vec<Event> = rows.iter().map(event_from_row).collect();
-        // The cursor moves past the page; when own events are skipped and the
-        // page is not full, it moves past everything seen (own events included).
-        let new_cursor = if (events.len() as i64) < limit {
-            high.max(since)
-        } else {
-            events.last().map(|e| e.id).unwrap_or(since)
-        };
-        let remaining: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM events WHERE room = $1 AND id > $2 AND id <= $3 \
-             AND (NOT $4 OR actor <> $5)",
-        )
-        .bind(room)
-        .bind(new_cursor)
-        .bind(high)
-        .bind(skip_own)
-        .bind(agent)
-        .fetch_one(&mut *tx)
-        .await?;
-        if advance {
-            sqlx::query(
-                "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, $3) \
-                 ON CONFLICT (room, agent) DO UPDATE SET event_id = GREATEST(cursors.event_id, excluded.event_id)",
-            )
-            .bind(room)
-            .bind(agent)
-            .bind(new_cursor)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-        }
-        Ok(EventPage {
-            since,
-            first_look: cursor.is_none(),
-            events,
-            remaining,
-        })
+        Err(Error::conflict(
+            "the cursor is moving too fast (many reads of one agent at once); try again",
+        ))
     }
 
     async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
@@ -868,22 +1018,26 @@ impl Store for PostgresStore {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await?;
-        for r in rows {
-            sqlx::query(
-                "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(r.ts)
-            .bind(&r.agent)
-            .bind(&r.room)
-            .bind(&r.tool)
-            .bind(r.task_id)
-            .bind(&r.outcome)
-            .execute(&mut *tx)
-            .await
-            .map_err(text_error)?;
-        }
-        tx.commit().await?;
+        // One statement for the whole batch.
+        let ts: Vec<i64> = rows.iter().map(|r| r.ts).collect();
+        let agents: Vec<&str> = rows.iter().map(|r| r.agent.as_str()).collect();
+        let rooms: Vec<Option<&str>> = rows.iter().map(|r| r.room.as_deref()).collect();
+        let tools: Vec<&str> = rows.iter().map(|r| r.tool.as_str()).collect();
+        let task_ids: Vec<Option<i64>> = rows.iter().map(|r| r.task_id).collect();
+        let outcomes: Vec<&str> = rows.iter().map(|r| r.outcome.as_str()).collect();
+        sqlx::query(
+            "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) \
+             SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[])",
+        )
+        .bind(ts)
+        .bind(agents)
+        .bind(rooms)
+        .bind(tools)
+        .bind(task_ids)
+        .bind(outcomes)
+        .execute(&self.pool)
+        .await
+        .map_err(text_error)?;
         Ok(())
     }
 
@@ -934,45 +1088,50 @@ impl Store for PostgresStore {
         t: &NewTask,
         record: Record,
     ) -> Result<(Task, Vec<Event>)> {
-        let mut tx = self.begin_room(room).await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
-             priority, required_skill, needs_review) \
-             VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id",
-        )
-        .bind(room)
-        .bind(&t.title)
-        .bind(&t.body)
-        .bind(t.status.as_str())
-        .bind(&t.assignee)
-        .bind(&t.created_by)
-        .bind(record.now)
-        .bind(&t.priority)
-        .bind(&t.required_skill)
-        .bind(t.needs_review)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(text_error)?;
-        if !t.depends_on.is_empty() {
-            sqlx::query(
-                "INSERT INTO task_deps (task_id, depends_on) SELECT $1, d FROM UNNEST($2::bigint[]) AS d \
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(id)
-            .bind(&t.depends_on)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
-            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
-        })?;
-        let written = Written {
-            task_id: Some(id),
-            ..Written::default()
-        };
-        let events = store_record(&mut tx, room, record, &written).await?;
-        tx.commit().await?;
-        Ok((task, events))
+        let (room, t) = (room.to_owned(), t.clone());
+        self.writers
+            .write(&room.clone(), move |tx| {
+                Box::pin(async move {
+                    let id: i64 = sqlx::query_scalar(
+                        "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
+                         priority, required_skill, needs_review) \
+                         VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id",
+                    )
+                    .bind(&room)
+                    .bind(&t.title)
+                    .bind(&t.body)
+                    .bind(t.status.as_str())
+                    .bind(&t.assignee)
+                    .bind(&t.created_by)
+                    .bind(record.now)
+                    .bind(&t.priority)
+                    .bind(&t.required_skill)
+                    .bind(t.needs_review)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(text_error)?;
+                    if !t.depends_on.is_empty() {
+                        sqlx::query(
+                            "INSERT INTO task_deps (task_id, depends_on) SELECT $1, d FROM UNNEST($2::bigint[]) AS d \
+                             ON CONFLICT DO NOTHING",
+                        )
+                        .bind(id)
+                        .bind(&t.depends_on)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    let task = load_task(tx, &room, id).await?.ok_or_else(|| {
+                        Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+                    })?;
+                    let written = Written {
+                        task_id: Some(id),
+                        ..Written::default()
+                    };
+                    let events = store_record(tx, &room, record, &written).await?;
+                    Ok((task, events))
+                })
+            })
+            .await
     }
 
     async fn get_task(&self, room: &str, id: i64) -> Result<Option<Task>> {
@@ -1017,52 +1176,58 @@ impl Store for PostgresStore {
         id: i64,
         c: TaskChange,
     ) -> Result<Option<(Task, Vec<Event>)>> {
-        let now = c.record.now;
-        let mut tx = self.begin_room(room).await?;
-        // Guarded by the version the domain decided on: a change decided on a
-        // task that moved on since (on any replica) writes nothing.
-        let done = sqlx::query(
-            "UPDATE tasks SET status = $3, assignee = $4, body = $5, result = $6, lease_seconds = $7, \
-             lease_expires_ts = $8, version = version + 1, updated_ts = $9 \
-             WHERE id = $1 AND room = $2 AND version = $10",
-        )
-        .bind(id)
-        .bind(room)
-        .bind(c.status.as_str())
-        .bind(&c.assignee)
-        .bind(&c.body)
-        .bind(&c.result)
-        .bind(c.lease_seconds)
-        .bind(c.lease_expires_ts)
-        .bind(now)
-        .bind(c.expected_version)
-        .execute(&mut *tx)
-        .await
-        .map_err(text_error)?;
-        if done.rows_affected() == 0 {
-            return Ok(None);
-        }
-        let mut written = Written::default();
-        if let Some(body) = &c.note {
-            let note_id: i64 = sqlx::query_scalar(
-                "INSERT INTO notes (task_id, room, ts, author, body) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-            )
-            .bind(id)
-            .bind(room)
-            .bind(now)
-            .bind(&c.record.actor)
-            .bind(body)
-            .fetch_one(&mut *tx)
+        let room = room.to_owned();
+        self.writers
+            .write(&room.clone(), move |tx| {
+                Box::pin(async move {
+                    let now = c.record.now;
+                    // Guarded by the version the domain decided on: a change
+                    // decided on a task that moved on since (on any replica)
+                    // writes nothing.
+                    let done = sqlx::query(
+                        "UPDATE tasks SET status = $3, assignee = $4, body = $5, result = $6, lease_seconds = $7, \
+                         lease_expires_ts = $8, version = version + 1, updated_ts = $9 \
+                         WHERE id = $1 AND room = $2 AND version = $10",
+                    )
+                    .bind(id)
+                    .bind(&room)
+                    .bind(c.status.as_str())
+                    .bind(&c.assignee)
+                    .bind(&c.body)
+                    .bind(&c.result)
+                    .bind(c.lease_seconds)
+                    .bind(c.lease_expires_ts)
+                    .bind(now)
+                    .bind(c.expected_version)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(text_error)?;
+                    if done.rows_affected() == 0 {
+                        return Ok(None);
+                    }
+                    let mut written = Written::default();
+                    if let Some(body) = &c.note {
+                        let note_id: i64 = sqlx::query_scalar(
+                            "INSERT INTO notes (task_id, room, ts, author, body) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                        )
+                        .bind(id)
+                        .bind(&room)
+                        .bind(now)
+                        .bind(&c.record.actor)
+                        .bind(body)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(text_error)?;
+                        written.note_id = Some(note_id);
+                    }
+                    let events = store_record(tx, &room, c.record, &written).await?;
+                    let task = load_task(tx, &room, id).await?.ok_or_else(|| {
+                        Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
+                    })?;
+                    Ok(Some((task, events)))
+                })
+            })
             .await
-            .map_err(text_error)?;
-            written.note_id = Some(note_id);
-        }
-        let events = store_record(&mut tx, room, c.record, &written).await?;
-        let task = load_task(&mut tx, room, id).await?.ok_or_else(|| {
-            Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
-        })?;
-        tx.commit().await?;
-        Ok(Some((task, events)))
     }
 
     async fn lapsed_leases(&self, now: i64) -> Result<Vec<(String, i64)>> {

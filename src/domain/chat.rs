@@ -129,11 +129,10 @@ impl Core {
     ) -> Result<(String, Vec<Message>, i64)> {
         let room = self.room(call, room).await?;
         let limit = limits::clamp_limit(limit, 50, 200);
-        let messages = self
+        let (messages, latest) = self
             .store
-            .read_messages(&room.name, since_id.max(0), limit)
+            .read_messages_latest(&room.name, since_id.max(0), limit)
             .await?;
-        let latest = self.store.latest_message_id(&room.name).await?;
         Ok((room.name, messages, latest))
     }
 }

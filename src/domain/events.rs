@@ -103,8 +103,7 @@ impl Core {
         }
         filter.since_id = filter.since_id.max(0);
         filter.limit = limits::clamp_limit(Some(filter.limit), 100, 500);
-        let events = self.store.read_events(&room.name, &filter).await?;
-        let latest = self.store.latest_event_id(&room.name).await?;
+        let (events, latest) = self.store.read_events_latest(&room.name, &filter).await?;
         Ok((room.name, events, latest))
     }
 

@@ -70,10 +70,31 @@ pub trait Store: Send + Sync + 'static {
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>>;
     async fn message_room(&self, id: i64) -> Result<Option<String>>;
     async fn latest_message_id(&self, room: &str) -> Result<i64>;
+    /// [`Store::read_messages`] and [`Store::latest_message_id`] together,
+    /// in one round trip where the backend has them.
+    async fn read_messages_latest(
+        &self,
+        room: &str,
+        since_id: i64,
+        limit: i64,
+    ) -> Result<(Vec<Message>, i64)> {
+        let messages = self.read_messages(room, since_id, limit).await?;
+        Ok((messages, self.latest_message_id(room).await?))
+    }
 
     // Events and cursors
     async fn read_events(&self, room: &str, filter: &EventFilter) -> Result<Vec<Event>>;
     async fn latest_event_id(&self, room: &str) -> Result<i64>;
+    /// [`Store::read_events`] and [`Store::latest_event_id`] together, in
+    /// one round trip where the backend has them.
+    async fn read_events_latest(
+        &self,
+        room: &str,
+        filter: &EventFilter,
+    ) -> Result<(Vec<Event>, i64)> {
+        let events = self.read_events(room, filter).await?;
+        Ok((events, self.latest_event_id(room).await?))
+    }
     /// Events after the agent's cursor; with `advance`, moves the cursor past
     /// the returned page in the same transaction. `skip_own` leaves the
     /// agent's own events out of the page (they still move the cursor).

@@ -16,6 +16,7 @@
 //! upgrades a read lock and SQLite serialises writers: event ids commit in
 //! id order.
 
+mod checkpoint;
 mod oauth;
 mod writer;
 
@@ -49,6 +50,8 @@ struct Inner {
     path: String,
     writer: Writer,
     readers: Mutex<Vec<Connection>>,
+    /// Stops the checkpointer thread when the store goes.
+    _checkpointer: std::sync::mpsc::Sender<()>,
 }
 
 impl SqliteStore {
@@ -72,15 +75,20 @@ impl SqliteStore {
             .await
             .map_err(|e| anyhow::anyhow!("cannot migrate database {path}: {e}"))?;
         pool.close().await;
-        let writer = open_connection(path, false)
-            .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
-        let reader = open_connection(path, true)
-            .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))?;
+        let open = |read_only| {
+            open_connection(path, read_only)
+                .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))
+        };
+        // Checkpoints are the checkpointer's, off the write path.
+        let writer = Writer::new(open(false)?);
+        let checkpointer = checkpoint::spawn(open(false)?, writer.pauser())
+            .map_err(|e| anyhow::anyhow!("cannot start the WAL checkpointer: {e}"))?;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
-                writer: Writer::new(writer),
-                readers: Mutex::new(vec![reader]),
+                writer,
+                readers: Mutex::new(vec![open(true)?]),
+                _checkpointer: checkpointer,
             }),
         })
     }
@@ -227,6 +235,9 @@ fn open_connection(path: &str, read_only: bool) -> rusqlite::Result<Connection> 
     conn.pragma_update(None, "cache_size", if read_only { -8000 } else { -16000 })?;
     if !read_only {
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        // No checkpoint inside a commit: the checkpointer does them
+        // (`checkpoint.rs`).
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     }
     Ok(conn)
 }
@@ -1068,7 +1079,25 @@ impl Store for SqliteStore {
         // A peek only reads (in one read transaction, so its reads agree); an
         // advancing read moves the cursor in the same transaction as the
         // read, so two concurrent reads never both get a page.
+        let peek = |c: &Connection| {
+            let tx = c.unchecked_transaction()?;
+            let page = event_page(&tx, room, agent, limit, skip_own)?;
+            tx.finish()?;
+            Ok(page)
+        };
         let (cursor, events, _, remaining) = if advance {
+            // Most polls find nothing new and would leave the cursor where
+            // it is: those are answered from a reader, and never queue for
+            // the writer (behind a batch of posts, or a checkpoint's pause).
+            let seen = self.read(peek)?;
+            if seen.0 == Some(seen.2) && seen.1.is_empty() {
+                return Ok(EventPage {
+                    since: seen.2,
+                    first_look: false,
+                    events: seen.1,
+                    remaining: seen.3,
+                });
+            }
             self.write(|c| {
                 let page = event_page(c, room, agent, limit, skip_own)?;
                 exec(
@@ -1081,12 +1110,7 @@ impl Store for SqliteStore {
             })
             .await?
         } else {
-            self.read(|c| {
-                let tx = c.unchecked_transaction()?;
-                let page = event_page(&tx, room, agent, limit, skip_own)?;
-                tx.finish()?;
-                Ok(page)
-            })?
+            self.read(peek)?
         };
         Ok(EventPage {
             since: cursor.unwrap_or(0),

@@ -11,7 +11,8 @@
 //! failed commit fails every write it carried.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::{Mutex, watch};
@@ -29,6 +30,10 @@ pub struct Writer {
     /// Writes waiting for the connection; the holder leaves the batch open
     /// for them while there are any.
     queued: Arc<AtomicUsize>,
+    /// Set while the checkpointer waits for the writer between two batches:
+    /// the open batch then commits at its next write instead of staying
+    /// open for the queue.
+    ending: Arc<AtomicBool>,
 }
 
 struct State {
@@ -46,6 +51,16 @@ impl Writer {
         Writer {
             state: Arc::new(Mutex::new(State { conn, batch: None })),
             queued: Arc::new(AtomicUsize::new(0)),
+            ending: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A handle that lets a thread outside the runtime (the checkpointer)
+    /// act while no write is in progress.
+    pub fn pauser(&self) -> Pauser {
+        Pauser {
+            state: self.state.clone(),
+            ending: self.ending.clone(),
         }
     }
 
@@ -54,7 +69,7 @@ impl Writer {
         let queued = Queued::new(self);
         let mut state = self.state.lock().await;
         queued.acquired();
-        let (out, pending) = run(&mut state, &self.queued, f);
+        let (out, pending) = run(&mut state, &self.queued, &self.ending, f);
         drop(state);
         settle(out, pending).await
     }
@@ -68,10 +83,11 @@ impl Writer {
         let queued = Queued::new(self);
         let mut state = self.state.clone().lock_owned().await;
         queued.acquired();
-        let counter = self.queued.clone();
-        let (out, pending) = tokio::task::spawn_blocking(move || run(&mut state, &counter, f))
-            .await
-            .map_err(|e| Error::internal(anyhow::anyhow!("database task failed: {e}")))?;
+        let (counter, ending) = (self.queued.clone(), self.ending.clone());
+        let (out, pending) =
+            tokio::task::spawn_blocking(move || run(&mut state, &counter, &ending, f))
+                .await
+                .map_err(|e| Error::internal(anyhow::anyhow!("database task failed: {e}")))?;
         settle(out, pending).await
     }
 }
@@ -82,6 +98,7 @@ impl Writer {
 fn run<T>(
     state: &mut State,
     queued: &AtomicUsize,
+    ending: &AtomicBool,
     f: impl FnOnce(&Connection) -> Result<T>,
 ) -> (Result<T>, Option<watch::Receiver<Outcome>>) {
     if state.batch.is_some() && state.conn.is_autocommit() {
@@ -131,7 +148,10 @@ fn run<T>(
     if out.is_ok() {
         batch.writes += 1;
     }
-    if queued.load(Ordering::Acquire) > 0 && batch.writes < MAX_BATCH {
+    if queued.load(Ordering::Acquire) > 0
+        && batch.writes < MAX_BATCH
+        && !ending.load(Ordering::Acquire)
+    {
         // The next writer carries the batch on; wait for its commit.
         let pending = out.is_ok().then(|| batch.done.subscribe());
         return (out, pending);
@@ -216,6 +236,37 @@ async fn settle<T>(out: Result<T>, pending: Option<watch::Receiver<Outcome>>) ->
     match outcome {
         Some(Err(e)) => Err(Error::internal(anyhow::anyhow!("commit failed: {e}"))),
         _ => out,
+    }
+}
+
+/// The writer as the checkpointer sees it: it can wait for the end of the
+/// open batch and hold the writer while it works.
+pub struct Pauser {
+    state: Arc<Mutex<State>>,
+    ending: Arc<AtomicBool>,
+}
+
+impl Pauser {
+    /// Runs `f` while no write is in progress and no batch is open (so no
+    /// transaction of the writer is open either), blocking this thread
+    /// until then; `None` when that did not come within a second. Only for
+    /// threads outside the async runtime.
+    pub fn between_batches<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
+        self.ending.store(true, Ordering::Release);
+        let mut out = None;
+        for _ in 0..1000 {
+            let state = self.state.blocking_lock();
+            if state.batch.is_none() {
+                out = Some(f());
+                break;
+            }
+            // A batch was left open for a write that queued just before
+            // `ending` was set; it commits at that write.
+            drop(state);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.ending.store(false, Ordering::Release);
+        out
     }
 }
 
@@ -309,7 +360,7 @@ mod tests {
         while writer.queued.load(Ordering::Acquire) == 0 {
             tokio::task::yield_now().await;
         }
-        let (out, pending) = run(state, &writer.queued, |c| {
+        let (out, pending) = run(state, &writer.queued, &writer.ending, |c| {
             Ok(c.execute("INSERT INTO t (v) VALUES (0)", [])?)
         });
         assert!(pending.is_some(), "the batch should have been left open");
