@@ -228,7 +228,7 @@ where
         }
         batch.savepoint = true;
     }
-    let out = f(&mut **conn).await;
+    let out = f(conn).await;
     if let Err(e) = &out {
         let undone = match guard {
             Guard::Savepoint => sqlx::raw_sql("ROLLBACK TO SAVEPOINT w")
