@@ -13,6 +13,7 @@
 //! is enforced in the database, and each replica's store relays the events
 //! of the others to its in-process bus ([`Store::start_relay`]).
 
+mod batch;
 pub mod postgres;
 pub mod sqlite;
 

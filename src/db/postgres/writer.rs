@@ -27,15 +27,13 @@ use sqlx::postgres::{PgConnection, PgPool, Postgres};
 use tokio::sync::{Mutex, watch};
 
 use super::ROOM_LOCK;
+use crate::db::batch::{Outcome, settle};
 use crate::error::{Error, Result};
 
 /// Most writes one commit carries. Each write is a subtransaction, and
 /// PostgreSQL keeps up to 64 of them per transaction in shared memory
 /// before snapshots of every session get slower.
 const MAX_BATCH: usize = 32;
-
-/// How a batch ended: `None` while it is open.
-type Outcome = Option<std::result::Result<(), String>>;
 
 /// The group-commit writers of every room this replica writes to.
 pub struct Writers {
@@ -303,20 +301,6 @@ async fn commit(state: &mut State) -> std::result::Result<(), String> {
 fn finish(state: &mut State, outcome: std::result::Result<(), String>) {
     if let Some(batch) = state.batch.take() {
         batch.done.send_replace(Some(outcome));
-    }
-}
-
-/// A write's result once the batch that carries it has ended.
-async fn settle<T>(out: Result<T>, pending: Option<watch::Receiver<Outcome>>) -> Result<T> {
-    let Some(mut rx) = pending else { return out };
-    let outcome = rx
-        .wait_for(Option::is_some)
-        .await
-        .map(|o| o.clone())
-        .map_err(|_| Error::internal(anyhow::anyhow!("the writer went away before commit")))?;
-    match outcome {
-        Some(Err(e)) => Err(Error::internal(anyhow::anyhow!("{e}"))),
-        _ => out,
     }
 }
 

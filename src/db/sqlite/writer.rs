@@ -17,13 +17,11 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::{Mutex, watch};
 
+use crate::db::batch::{Outcome, settle};
 use crate::error::{Error, Result};
 
 /// Most writes one commit carries, so a steady queue still commits often.
 const MAX_BATCH: usize = 64;
-
-/// How a batch ended: `None` while it is open.
-type Outcome = Option<std::result::Result<(), String>>;
 
 pub struct Writer {
     state: Arc<Mutex<State>>,
@@ -222,20 +220,6 @@ fn commit(state: &mut State) -> std::result::Result<(), String> {
 fn finish(state: &mut State, outcome: std::result::Result<(), String>) {
     if let Some(batch) = state.batch.take() {
         batch.done.send_replace(Some(outcome));
-    }
-}
-
-/// A write's result once the batch that carries it has ended.
-async fn settle<T>(out: Result<T>, pending: Option<watch::Receiver<Outcome>>) -> Result<T> {
-    let Some(mut rx) = pending else { return out };
-    let outcome = rx
-        .wait_for(Option::is_some)
-        .await
-        .map(|o| o.clone())
-        .map_err(|_| Error::internal(anyhow::anyhow!("the writer went away before commit")))?;
-    match outcome {
-        Some(Err(e)) => Err(Error::internal(anyhow::anyhow!("commit failed: {e}"))),
-        _ => out,
     }
 }
 
