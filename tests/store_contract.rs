@@ -533,6 +533,144 @@ async fn board_round_trip() {
     }
 }
 
+/// Many writes of one room at once, as a busy room sends them: both
+/// backends group them into shared transactions (`db/sqlite/writer.rs`,
+/// `db/postgres/writer.rs`). Every write gets its own result, every one that
+/// succeeded is stored whole with its event, ids are handed out in the
+/// order the writes committed, and a write the database refuses in the
+/// middle of a batch fails alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writes_of_a_room_commit_together_and_fail_alone() {
+    for b in backends().await {
+        let n = b.name;
+        let s = b.store.clone();
+        s.create_room(&room("busy"), NOW).await.unwrap();
+        let (dep, _) = s
+            .create_task("busy", &new_task("dep", vec![]), created(NOW))
+            .await
+            .unwrap();
+        // A write each backend refuses in its statements, after the ones
+        // before it in the same write ran: SQLite a dependency named twice
+        // (the table's key), PostgreSQL a NUL in a text column.
+        let refused = |i: usize| match n {
+            "sqlite" => new_task(&format!("refused {i}"), vec![dep.id, dep.id]),
+            _ => new_task(&format!("refused {i}\0"), vec![]),
+        };
+        let before = s.audit_count().await.unwrap();
+        let mut writes = tokio::task::JoinSet::new();
+        for i in 0..120usize {
+            let s = s.clone();
+            let refused = refused(i);
+            writes.spawn(async move {
+                match i % 6 {
+                    0 => {
+                        let r = s.create_task("busy", &refused, created(NOW)).await;
+                        (
+                            i,
+                            r.map(|(t, e)| (t.id, e[0].id)).map_err(|e| e.to_string()),
+                        )
+                    }
+                    1 => {
+                        let t = new_task(&format!("task {i}"), vec![dep.id]);
+                        let r = s.create_task("busy", &t, created(NOW)).await;
+                        (i, Ok(r.map(|(t, e)| (t.id, e[0].id)).unwrap()))
+                    }
+                    _ => {
+                        let body = format!("message {i}");
+                        let record = message_record(
+                            Record::new("alice", Some("post_message"), NOW),
+                            &body,
+                            None,
+                        );
+                        let (m, e) = s.post_message("busy", &body, None, record).await.unwrap();
+                        (i, Ok((m.id, e.id)))
+                    }
+                }
+            });
+        }
+        let mut results = writes.join_all().await;
+        results.sort_by_key(|(i, _)| *i);
+        let mut event_ids = Vec::new();
+        for (i, r) in &results {
+            match (i % 6, r) {
+                (0, Err(_)) => {}
+                (0, Ok(_)) => panic!("{n}: write {i} should have been refused"),
+                (_, Ok((_, event))) => event_ids.push(*event),
+                (_, Err(e)) => panic!("{n}: write {i} failed: {e}"),
+            }
+        }
+        assert_eq!(event_ids.len(), 100, "{n}");
+        // Every message is there, with its own body, once.
+        let messages = s.read_messages("busy", 0, 200).await.unwrap();
+        let mut bodies: Vec<_> = messages.iter().map(|m| m.body.clone()).collect();
+        bodies.sort();
+        let mut want: Vec<_> = (0..120)
+            .filter(|i| i % 6 > 1)
+            .map(|i| format!("message {i}"))
+            .collect();
+        want.sort();
+        assert_eq!(bodies, want, "{n}");
+        for (i, r) in &results {
+            if let (2.., Ok((id, _))) = (i % 6, r) {
+                let m = messages.iter().find(|m| m.id == *id).unwrap();
+                assert_eq!(m.body, format!("message {i}"), "{n}: its own result");
+            }
+        }
+        // The tasks: the one depended on and the twenty accepted, none refused.
+        let tasks = s
+            .list_tasks(
+                "busy",
+                &TaskQuery {
+                    statuses: vec![],
+                    assignee: None,
+                    limit: 100,
+                    before_id: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(tasks.len(), 21, "{n}");
+        assert!(tasks.iter().all(|t| !t.title.starts_with("refused")), "{n}");
+        assert!(
+            tasks
+                .iter()
+                .filter(|t| t.id != dep.id)
+                .all(|t| t.depends_on == [dep.id]),
+            "{n}: a dependency of an accepted task"
+        );
+        // One event per accepted write, no more; the refused left none.
+        let events = s
+            .read_events(
+                "busy",
+                &EventFilter {
+                    since_id: 0,
+                    limit: 500,
+                    kind: None,
+                    task_id: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(events.len(), 101, "{n}: the dep's event and one per write");
+        event_ids.sort();
+        let stored: Vec<_> = events.iter().skip(1).map(|e| e.id).collect();
+        assert_eq!(stored, event_ids, "{n}");
+        // Ids in commit order: a message's event comes after the events of
+        // the messages before it.
+        let mut by_message: Vec<_> = events
+            .iter()
+            .filter_map(|e| e.message_id.map(|m| (m, e.id)))
+            .collect();
+        by_message.sort();
+        assert!(by_message.windows(2).all(|w| w[0].1 < w[1].1), "{n}");
+        assert_eq!(
+            s.audit_count().await.unwrap(),
+            before + 100,
+            "{n}: audited once each"
+        );
+    }
+}
+
 /// Files: put, read, list, expiry as of `now`, delete with its event.
 #[tokio::test]
 async fn files_round_trip() {

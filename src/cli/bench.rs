@@ -17,9 +17,11 @@ use serde_json::{Value, json};
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Base URL of the server under test (without /mcp).
-    #[arg(long, env = "CHATROOM_URL", default_value = crate::config::DEFAULT_URL)]
-    url: String,
+    /// Base URL of the server under test (without /mcp). Give it once per
+    /// replica of one database to spread the tokens over them in turn
+    /// (token 1 to the first URL, token 2 to the second, ...).
+    #[arg(long = "url", env = "CHATROOM_URL", default_value = crate::config::DEFAULT_URL)]
+    urls: Vec<String>,
     /// Bearer token; give several for scenarios with several agents (used in
     /// turn). Default: CHATROOM_TOKEN, as the hook and the watcher read it.
     #[arg(
@@ -284,11 +286,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if args.concurrency == 0 || args.duration <= 0.0 {
         anyhow::bail!("--concurrency and --duration must be positive");
     }
-    let base = args
-        .url
-        .trim_end_matches('/')
-        .trim_end_matches("/mcp")
-        .to_owned();
+    let bases: Vec<String> = args
+        .urls
+        .iter()
+        .map(|u| u.trim_end_matches('/').trim_end_matches("/mcp").to_owned())
+        .collect();
+    let base = bases.join(", ");
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency * 2 + 8)
         .tcp_nodelay(true)
@@ -296,7 +299,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let agents: Vec<Agent> = args
         .tokens
         .iter()
-        .map(|t| Agent {
+        .zip(bases.iter().cycle())
+        .map(|(t, base)| Agent {
             http: http.clone(),
             mcp: format!("{base}/mcp"),
             base: base.clone(),
@@ -304,7 +308,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             room: args.room.clone(),
         })
         .collect();
-    let database = server_database(&http, &base).await;
+    let database = server_database(&http, &bases[0]).await;
     // Fail fast on a bad URL or token, with a tool every server of this
     // design has (ChatRoomMCP has no `whoami`), so both can be measured.
     for a in &agents {
@@ -486,7 +490,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "url": base,
+                "url": bases[0],
+                "urls": bases,
                 "server": {"database": database},
                 "reports": reports
             }))?

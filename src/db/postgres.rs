@@ -24,8 +24,11 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolO
 use sqlx::{AssertSqlSafe, Row};
 use tokio_util::sync::CancellationToken;
 
+mod cache;
 mod oauth;
 mod writer;
+
+use cache::{Cache, Lookup};
 
 use super::*;
 use crate::domain::EventBus;
@@ -51,6 +54,9 @@ pub struct PostgresStore {
     options: PgConnectOptions,
     /// Group commit of each room's writes (`postgres/writer.rs`).
     writers: writer::Writers,
+    /// Tokens and rooms read, while the relay hears their changes
+    /// (`postgres/cache.rs`).
+    cache: Arc<Cache>,
 }
 
 impl PostgresStore {
@@ -75,6 +81,7 @@ impl PostgresStore {
             writers: writer::Writers::new(pool.clone()),
             pool,
             options,
+            cache: Arc::new(Cache::new()),
         })
     }
 
@@ -490,11 +497,19 @@ impl Store for PostgresStore {
     }
 
     async fn get_room(&self, name: &str) -> Result<Option<Room>> {
+        let at = match self.cache.room(name) {
+            Lookup::Hit(room) => return Ok(Some(room)),
+            Lookup::Miss(at) => at,
+        };
         let row = sqlx::query("SELECT * FROM rooms WHERE name = $1")
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(row.as_ref().map(room_from_row))
+        let room = row.as_ref().map(room_from_row);
+        if let Some(room) = &room {
+            self.cache.keep_room(name, room, at);
+        }
+        Ok(room)
     }
 
     async fn list_rooms(&self, now: i64) -> Result<Vec<RoomSummary>> {
@@ -543,6 +558,7 @@ impl Store for PostgresStore {
         let updated = room_from_row(&row);
         let event = only(store_record(&mut tx, room, record, &Written::default()).await?)?;
         tx.commit().await?;
+        self.cache.changed("rooms");
         Ok(Some((updated, event)))
     }
 
@@ -572,6 +588,7 @@ impl Store for PostgresStore {
         };
         let event = only(store_record(&mut tx, room, record, &written).await?)?;
         tx.commit().await?;
+        self.cache.changed("rooms");
         Ok(Some((event, pruned)))
     }
 
@@ -595,6 +612,7 @@ impl Store for PostgresStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.cache.changed("rooms");
         Ok(done.rows_affected() == 1)
     }
 
@@ -642,11 +660,19 @@ impl Store for PostgresStore {
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        let at = match self.cache.token(hash) {
+            Lookup::Hit(token) => return Ok(Some(token)),
+            Lookup::Miss(at) => at,
+        };
         let row = sqlx::query("SELECT * FROM tokens WHERE hash = $1")
             .bind(hash)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(row.as_ref().map(token_from_row))
+        let token = row.as_ref().map(token_from_row);
+        if let Some(token) = &token {
+            self.cache.keep_token(hash, token, at);
+        }
+        Ok(token)
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
@@ -660,26 +686,26 @@ impl Store for PostgresStore {
     }
 
     async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
-        Ok(
-            sqlx::query(
-                "UPDATE tokens SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
-            )
-            .bind(agent)
-            .bind(now)
-            .execute(&self.pool)
-            .await?
-            .rows_affected(),
+        let done = sqlx::query(
+            "UPDATE tokens SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
         )
+        .bind(agent)
+        .bind(now)
+        .execute(&self.pool)
+        .await;
+        // Every replica forgets on the announcement; this one before it answers.
+        self.cache.changed("tokens");
+        Ok(done?.rows_affected())
     }
 
     async fn purge_tokens(&self, revoked_before: i64) -> Result<u64> {
-        Ok(
+        let done =
             sqlx::query("DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1")
                 .bind(revoked_before)
                 .execute(&self.pool)
-                .await?
-                .rows_affected(),
-        )
+                .await;
+        self.cache.changed("tokens");
+        Ok(done?.rows_affected())
     }
 
     async fn members(&self, room: &str) -> Result<Vec<Member>> {
@@ -1464,6 +1490,7 @@ impl Store for PostgresStore {
             pool: self.pool.clone(),
             options: self.options.clone().application_name(RELAY_APPLICATION),
             bus,
+            cache: self.cache.clone(),
         };
         // Listen first, then note where each room stands: an event committed
         // in between is announced, none is lost.
@@ -1667,6 +1694,7 @@ struct Relay {
     pool: PgPool,
     options: PgConnectOptions,
     bus: EventBus,
+    cache: Arc<Cache>,
 }
 
 impl Relay {
@@ -1682,7 +1710,10 @@ impl Relay {
         listener.ignore_pool_close_event(true);
         // A lost connection is replaced by `run`, which then catches up.
         listener.eager_reconnect(false);
-        listener.listen(CHANNEL).await?;
+        listener.listen_all([CHANNEL, cache::CHANNEL]).await?;
+        // Announcements of changed tokens and rooms reach this replica from
+        // here on: what it keeps of them can be trusted again.
+        self.cache.listening();
         Ok(listener)
     }
 
@@ -1695,9 +1726,13 @@ impl Relay {
                 _ = shutdown.cancelled() => return,
                 received = listener.try_recv() => match received {
                     Ok(Some(n)) => {
-                        let mut rooms = vec![announced(n.payload())];
-                        while let Some(n) = listener.next_buffered() {
-                            rooms.push(announced(n.payload()));
+                        let mut rooms = Vec::new();
+                        for n in std::iter::once(n).chain(std::iter::from_fn(|| listener.next_buffered())) {
+                            if n.channel() == cache::CHANNEL {
+                                self.cache.changed(n.payload());
+                            } else {
+                                rooms.push(announced(n.payload()));
+                            }
                         }
                         self.relay_announced(rooms).await;
                         false
@@ -1710,6 +1745,7 @@ impl Relay {
                 },
             };
             if lost {
+                self.cache.deaf();
                 let mut wait = Duration::from_millis(100);
                 listener = loop {
                     match self.listen().await {

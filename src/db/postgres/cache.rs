@@ -1,0 +1,233 @@
+//! What a replica keeps of the `tokens` and `rooms` tables, so that a call
+//! does not pay two round trips (its token, its room) before its own
+//! statement: on one replica those lookups were two of a post's three
+//! statements.
+//!
+//! The rule that makes it safe: a revoked token is refused at once, on
+//! every replica. Any change of either table commits with an announcement
+//! on [`CHANNEL`] (a trigger, migration 0005, so `chatroom admin` and
+//! hand-written SQL announce too), the replica's relay hears it and forgets
+//! that table. The cache is trusted only while the relay listens: from the
+//! moment its connection is lost until it listens again, every lookup goes
+//! to the database. A change on this replica also forgets at once, before
+//! its call returns, without waiting for the announcement to come back.
+//!
+//! Only rows found are kept (a token minted or a room made on another
+//! replica is found at its first use), each for at most [`TTL`], which
+//! bounds what a listening connection that died before the replica noticed
+//! could leave stale.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::domain::model::{Room, TokenRecord};
+
+/// The channel the migration's trigger announces on; the payload is the
+/// table's name.
+pub const CHANNEL: &str = "chatroom_cache";
+/// Longest a row is kept without being read again: the bound on a change
+/// missed by a listening connection that died without the replica noticing
+/// yet (a lost connection is normally noticed at once). At the rates where
+/// the cache matters, a token read once a second is no cost.
+const TTL: Duration = Duration::from_secs(1);
+/// Rows kept per table; past it the table's rows are all forgotten (only
+/// valid tokens and existing rooms get in, so this is a large deployment,
+/// not an attack).
+const MAX_ROWS: usize = 10_000;
+
+/// The cached rows of one table, by key.
+struct Table<T> {
+    rows: Mutex<HashMap<String, (T, Instant)>>,
+    /// Bumped by every forgetting: a row read from the database before a
+    /// change was announced is not kept after it.
+    generation: AtomicU64,
+}
+
+impl<T: Clone> Table<T> {
+    fn new() -> Self {
+        Table {
+            rows: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<T> {
+        let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        rows.get(key)
+            .filter(|(_, at)| at.elapsed() < TTL)
+            .map(|(row, _)| row.clone())
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Keeps `row`, read when the table was at `generation`, unless the
+    /// table changed since.
+    fn put(&self, key: &str, row: T, generation: u64) {
+        let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked under the lock that `forget` takes to clear, so a change
+        // announced after the check clears this row too.
+        if self.generation() != generation {
+            return;
+        }
+        if rows.len() >= MAX_ROWS {
+            rows.clear();
+        }
+        rows.insert(key.to_owned(), (row, Instant::now()));
+    }
+
+    fn forget(&self) {
+        let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        rows.clear();
+    }
+}
+
+/// Tokens by hash and rooms by name, trusted while the relay listens.
+pub struct Cache {
+    listening: AtomicBool,
+    tokens: Table<TokenRecord>,
+    rooms: Table<Room>,
+}
+
+/// Where a lookup stands: the row if it was kept, else what [`Cache::keep`]
+/// needs to keep the row read from the database.
+pub enum Lookup<T> {
+    Hit(T),
+    Miss(Option<u64>),
+}
+
+impl Cache {
+    pub fn new() -> Cache {
+        Cache {
+            listening: AtomicBool::new(false),
+            tokens: Table::new(),
+            rooms: Table::new(),
+        }
+    }
+
+    /// The relay listens (again): announcements reach this replica from now
+    /// on. Called after `LISTEN` returned, so nothing committed later is
+    /// missed; what was kept before is forgotten.
+    pub fn listening(&self) {
+        self.forget_all();
+        self.listening.store(true, Ordering::Release);
+    }
+
+    /// The relay lost its connection: announcements may be missed until it
+    /// listens again, so nothing is trusted (nor kept) meanwhile.
+    pub fn deaf(&self) {
+        self.listening.store(false, Ordering::Release);
+        self.forget_all();
+    }
+
+    fn forget_all(&self) {
+        self.tokens.forget();
+        self.rooms.forget();
+    }
+
+    /// An announcement: `table` changed.
+    pub fn changed(&self, table: &str) {
+        match table {
+            "tokens" => self.tokens.forget(),
+            "rooms" => self.rooms.forget(),
+            _ => self.forget_all(),
+        }
+    }
+
+    pub fn token(&self, hash: &str) -> Lookup<TokenRecord> {
+        self.lookup(&self.tokens, hash)
+    }
+
+    pub fn keep_token(&self, hash: &str, row: &TokenRecord, at: Option<u64>) {
+        if let Some(generation) = at {
+            self.tokens.put(hash, row.clone(), generation);
+        }
+    }
+
+    pub fn room(&self, name: &str) -> Lookup<Room> {
+        self.lookup(&self.rooms, name)
+    }
+
+    pub fn keep_room(&self, name: &str, row: &Room, at: Option<u64>) {
+        if let Some(generation) = at {
+            self.rooms.put(name, row.clone(), generation);
+        }
+    }
+
+    fn lookup<T: Clone>(&self, table: &Table<T>, key: &str) -> Lookup<T> {
+        if !self.listening.load(Ordering::Acquire) {
+            return Lookup::Miss(None);
+        }
+        // The generation before the read: a change announced while the
+        // database is read keeps its row out.
+        let generation = table.generation();
+        match table.get(key) {
+            Some(row) => Lookup::Hit(row),
+            None => Lookup::Miss(Some(generation)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn room(name: &str) -> Room {
+        Room {
+            name: name.into(),
+            description: String::new(),
+            repo_url: String::new(),
+            onboarding_notes: String::new(),
+            retention_days: 0,
+        }
+    }
+
+    fn miss(l: Lookup<Room>) -> Option<u64> {
+        match l {
+            Lookup::Hit(r) => panic!("unexpected hit: {r:?}"),
+            Lookup::Miss(at) => at,
+        }
+    }
+
+    #[test]
+    fn nothing_is_kept_or_trusted_until_the_relay_listens() {
+        let c = Cache::new();
+        assert_eq!(miss(c.room("a")), None);
+        c.keep_room("a", &room("a"), None);
+        c.listening();
+        assert!(miss(c.room("a")).is_some());
+    }
+
+    #[test]
+    fn a_row_read_before_a_change_is_not_kept_after_it() {
+        let c = Cache::new();
+        c.listening();
+        let at = miss(c.room("a"));
+        c.changed("rooms");
+        c.keep_room("a", &room("a"), at);
+        let at = miss(c.room("a"));
+        c.keep_room("a", &room("a"), at);
+        assert!(matches!(c.room("a"), Lookup::Hit(r) if r.name == "a"));
+        // A change of the other table leaves it; one of its own forgets it.
+        c.changed("tokens");
+        assert!(matches!(c.room("a"), Lookup::Hit(_)));
+        c.changed("rooms");
+        assert!(miss(c.room("a")).is_some());
+    }
+
+    #[test]
+    fn a_lost_connection_forgets_and_stops_trusting() {
+        let c = Cache::new();
+        c.listening();
+        let at = miss(c.room("a"));
+        c.keep_room("a", &room("a"), at);
+        c.deaf();
+        assert_eq!(miss(c.room("a")), None);
+        c.listening();
+        assert!(miss(c.room("a")).is_some(), "forgotten, not restored");
+    }
+}
