@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{TestServer, run_cli};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Every scenario completes without an error; the claim storm verifies
 /// that no task was won twice.
@@ -76,6 +76,74 @@ async fn every_scenario_runs_clean() {
         .find(|r| r["scenario"] == "post_message")
         .unwrap();
     assert!(post["of_baseline"].as_f64().unwrap() > 0.0);
+    // `mixed` says what each of its steps took; they add up to its calls.
+    let mixed = reports.iter().find(|r| r["scenario"] == "mixed").unwrap();
+    let steps = mixed["extra"]["steps"].as_object().expect("steps");
+    let mut kinds: Vec<&str> = steps.keys().map(String::as_str).collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "get_room_info",
+            "list_tasks",
+            "post_message",
+            "read_messages",
+            "search",
+            "task (3 calls)",
+            "whats_new"
+        ],
+        "{mixed}"
+    );
+    let calls: u64 = steps.values().map(|s| s["calls"].as_u64().unwrap()).sum();
+    assert_eq!(calls, mixed["calls"].as_u64().unwrap(), "{mixed}");
+    for s in steps.values() {
+        assert!(
+            s["p99_ms"].as_f64().unwrap() >= s["p50_ms"].as_f64().unwrap(),
+            "{s}"
+        );
+    }
+}
+
+/// Several `--url`s (replicas of one database) take the tokens in turn:
+/// here two servers of their own, each knowing only its own token, so a
+/// call sent to the wrong one would fail.
+#[tokio::test]
+async fn tokens_are_spread_over_the_urls_in_turn() {
+    let (a, b) = (TestServer::start().await, TestServer::start().await);
+    a.room("bench").await;
+    b.room("bench").await;
+    let (ta, tb) = (a.token("one", "bench").await, b.token("two", "bench").await);
+    let argv = [
+        "bench",
+        "--url",
+        &a.url,
+        "--url",
+        &b.url,
+        "--token",
+        &ta,
+        "--token",
+        &tb,
+        "--scenario",
+        "post_message",
+        "--concurrency",
+        "2",
+        "--duration",
+        "0.3",
+        "--no-baseline",
+        "--json",
+    ];
+    let (code, out, err) = run_cli(&argv, &HashMap::new()).await;
+    assert_eq!(code, 0, "bench failed:\n{err}\n{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["urls"], json!([a.url, b.url]), "{v}");
+    assert_eq!(v["reports"][0]["errors"], 0, "{v}");
+    for (server, token) in [(&a, &ta), (&b, &tb)] {
+        let page = server
+            .mcp(token)
+            .call("read_messages", json!({"limit": 5}))
+            .await;
+        assert!(!page["messages"].as_array().unwrap().is_empty(), "{page}");
+    }
 }
 
 /// A report lists its slowest 0.1 % of calls (at least one), in the order

@@ -419,14 +419,21 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             Scenario::WaitWake => wait_wake(&agents, args.concurrency).await?,
             Scenario::SseFanout => sse_fanout(&agents, args.concurrency).await?,
             Scenario::Mixed => {
-                throughput(
-                    "mixed",
-                    &agents,
-                    args.concurrency,
-                    duration,
-                    |a, i| async move { mixed_step(&a, i).await },
-                )
-                .await
+                let steps = Steps::default();
+                let each = steps.clone();
+                let mut r =
+                    throughput("mixed", &agents, args.concurrency, duration, move |a, i| {
+                        let each = each.clone();
+                        async move {
+                            let t = Instant::now();
+                            let (step, r) = mixed_step(&a, i).await;
+                            each.record(step, t.elapsed());
+                            r
+                        }
+                    })
+                    .await;
+                r.extra.insert("steps".into(), steps.summary());
+                r
             }
             Scenario::CreateTask => {
                 throughput(
@@ -813,36 +820,79 @@ async fn seed_messages(agent: &Agent, n: usize) -> anyhow::Result<()> {
 }
 
 /// One step of a plausible agent: mostly reading, some chat, some board work.
-async fn mixed_step(a: &Agent, i: u64) -> Result<(), String> {
+/// One step of `mixed` and what it was (a task's step is three calls:
+/// create and claim, a note, the result).
+async fn mixed_step(a: &Agent, i: u64) -> (&'static str, Result<(), String>) {
     match i % 10 {
-        0..=2 => a.call_ok("whats_new", json!({"limit": 20})).await,
-        3 => a.call_ok("read_messages", json!({"limit": 20})).await,
-        4 | 5 => {
+        0..=2 => (
+            "whats_new",
+            a.call_ok("whats_new", json!({"limit": 20})).await,
+        ),
+        3 => (
+            "read_messages",
+            a.call_ok("read_messages", json!({"limit": 20})).await,
+        ),
+        4 | 5 => (
+            "post_message",
             a.call_ok(
                 "post_message",
                 json!({"body": format!("status update {i}")}),
             )
-            .await
-        }
-        6 => {
+            .await,
+        ),
+        6 => (
+            "list_tasks",
             a.call_ok("list_tasks", json!({"status": "open", "limit": 20}))
-                .await
+                .await,
+        ),
+        7 => ("task (3 calls)", mixed_task(a, i).await),
+        8 => ("get_room_info", a.call_ok("get_room_info", json!({})).await),
+        _ => (
+            "search",
+            a.call_ok("search", json!({"query": "status"})).await,
+        ),
+    }
+}
+
+async fn mixed_task(a: &Agent, i: u64) -> Result<(), String> {
+    let t = a
+        .call(
+            "create_task",
+            json!({"title": format!("task {i}"), "claim": true}),
+        )
+        .await?;
+    let id = t["created"]["id"].clone();
+    a.call("add_note", json!({"task_id": id, "body": "on it"}))
+        .await?;
+    a.call_ok("submit_result", json!({"task_id": id, "result": "done"}))
+        .await
+}
+
+/// Latencies of `mixed` by step, so its tail can be told apart.
+#[derive(Clone, Default)]
+struct Steps(Arc<std::sync::Mutex<HashMap<&'static str, Vec<u32>>>>);
+
+impl Steps {
+    fn record(&self, step: &'static str, took: Duration) {
+        let us = u32::try_from(took.as_micros()).unwrap_or(u32::MAX);
+        let mut steps = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        steps.entry(step).or_default().push(us);
+    }
+
+    /// `{step: {calls, p50_ms, p99_ms}}`.
+    fn summary(&self) -> Value {
+        let mut steps = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = serde_json::Map::new();
+        for (step, lat) in steps.iter_mut() {
+            lat.sort_unstable();
+            let pick =
+                |q: f64| lat[((lat.len() as f64 - 1.0) * q).round() as usize] as f64 / 1000.0;
+            out.insert(
+                (*step).to_owned(),
+                json!({"calls": lat.len(), "p50_ms": pick(0.5), "p99_ms": pick(0.99)}),
+            );
         }
-        7 => {
-            let t = a
-                .call(
-                    "create_task",
-                    json!({"title": format!("task {i}"), "claim": true}),
-                )
-                .await?;
-            let id = t["created"]["id"].clone();
-            a.call("add_note", json!({"task_id": id, "body": "on it"}))
-                .await?;
-            a.call_ok("submit_result", json!({"task_id": id, "result": "done"}))
-                .await
-        }
-        8 => a.call_ok("get_room_info", json!({})).await,
-        _ => a.call_ok("search", json!({"query": "status"})).await,
+        Value::Object(out)
     }
 }
 

@@ -1,7 +1,7 @@
-//! What a replica keeps of the `tokens` and `rooms` tables, so that a call
-//! does not pay two round trips (its token, its room) before its own
-//! statement: on one replica those lookups were two of a post's three
-//! statements.
+//! What a replica keeps of the `tokens` and `rooms` tables (and of OAuth
+//! access tokens with their grants), so that a call does not pay two round
+//! trips (its token, its room) before its own statement: on one replica
+//! those lookups were two of a post's three statements.
 //!
 //! The rule that makes it safe: a revoked token is refused at once, on
 //! every replica. Any change of either table commits with an announcement
@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::domain::model::{Room, TokenRecord};
+use crate::domain::oauth::{GrantRecord, OAuthTokenRecord};
 
 /// The channel the migration's trigger announces on; the payload is the
 /// table's name.
@@ -86,11 +87,16 @@ impl<T: Clone> Table<T> {
     }
 }
 
-/// Tokens by hash and rooms by name, trusted while the relay listens.
+/// An OAuth access token with its grant.
+pub type Access = (OAuthTokenRecord, GrantRecord);
+
+/// Tokens (by hash), rooms (by name) and OAuth access tokens (by hash),
+/// trusted while the relay listens.
 pub struct Cache {
     listening: AtomicBool,
     tokens: Table<TokenRecord>,
     rooms: Table<Room>,
+    access: Table<Access>,
 }
 
 /// Where a lookup stands: the row if it was kept, else what [`Cache::keep`]
@@ -106,6 +112,7 @@ impl Cache {
             listening: AtomicBool::new(false),
             tokens: Table::new(),
             rooms: Table::new(),
+            access: Table::new(),
         }
     }
 
@@ -127,6 +134,7 @@ impl Cache {
     fn forget_all(&self) {
         self.tokens.forget();
         self.rooms.forget();
+        self.access.forget();
     }
 
     /// An announcement: `table` changed.
@@ -134,6 +142,7 @@ impl Cache {
         match table {
             "tokens" => self.tokens.forget(),
             "rooms" => self.rooms.forget(),
+            "oauth_tokens" | "oauth_grants" => self.access.forget(),
             _ => self.forget_all(),
         }
     }
@@ -155,6 +164,16 @@ impl Cache {
     pub fn keep_room(&self, name: &str, row: &Room, at: Option<u64>) {
         if let Some(generation) = at {
             self.rooms.put(name, row.clone(), generation);
+        }
+    }
+
+    pub fn access(&self, hash: &str) -> Lookup<Access> {
+        self.lookup(&self.access, hash)
+    }
+
+    pub fn keep_access(&self, hash: &str, row: &Access, at: Option<u64>) {
+        if let Some(generation) = at {
+            self.access.put(hash, row.clone(), generation);
         }
     }
 

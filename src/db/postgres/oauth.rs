@@ -199,6 +199,10 @@ impl PostgresStore {
         &self,
         hash: &str,
     ) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
+        let at = match self.cache.access(hash) {
+            super::Lookup::Hit(access) => return Ok(Some(access)),
+            super::Lookup::Miss(at) => at,
+        };
         let row = sqlx::query(
             "SELECT t.kind, t.expires_ts AS token_expires_ts, t.spent_ts, g.* \
              FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = $1",
@@ -206,7 +210,7 @@ impl PostgresStore {
         .bind(hash)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| {
+        let found = row.map(|r| {
             let grant = grant_from_row(&r);
             (
                 OAuthTokenRecord {
@@ -217,7 +221,13 @@ impl PostgresStore {
                 },
                 grant,
             )
-        }))
+        });
+        // Access tokens only: a refresh token is spent once, and its row
+        // is read where that is decided.
+        if let Some(access) = found.as_ref().filter(|(t, _)| t.kind == "access") {
+            self.cache.keep_access(hash, access, at);
+        }
+        Ok(found)
     }
 
     pub(super) async fn oauth_spend_token_impl(&self, hash: &str, now: i64) -> Result<bool> {
@@ -233,26 +243,28 @@ impl PostgresStore {
     }
 
     pub(super) async fn oauth_revoke_grant_impl(&self, grant_id: i64, now: i64) -> Result<bool> {
-        Ok(sqlx::query(
+        let done = sqlx::query(
             "UPDATE oauth_grants SET revoked_ts = $2 WHERE id = $1 AND revoked_ts IS NULL",
         )
         .bind(grant_id)
         .bind(now)
         .execute(&self.pool)
-        .await?
-        .rows_affected()
-            == 1)
+        .await;
+        // Every replica forgets on the announcement; this one before it answers.
+        self.cache.changed("oauth_grants");
+        Ok(done?.rows_affected() == 1)
     }
 
     pub(super) async fn oauth_revoke_agent_impl(&self, agent: &str, now: i64) -> Result<u64> {
-        Ok(sqlx::query(
+        let done = sqlx::query(
             "UPDATE oauth_grants SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
         )
         .bind(agent)
         .bind(now)
         .execute(&self.pool)
-        .await?
-        .rows_affected())
+        .await;
+        self.cache.changed("oauth_grants");
+        Ok(done?.rows_affected())
     }
 
     pub(super) async fn oauth_list_grants_impl(&self) -> Result<Vec<GrantRecord>> {
