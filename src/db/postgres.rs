@@ -1690,6 +1690,15 @@ impl Store for PostgresStore {
 }
 
 /// Relays the events that other replicas commit to this replica's bus.
+/// Stops trusting the cache when the relay ends, however it ends.
+struct DeafOnDrop(Arc<Cache>);
+
+impl Drop for DeafOnDrop {
+    fn drop(&mut self) {
+        self.0.deaf();
+    }
+}
+
 struct Relay {
     pool: PgPool,
     options: PgConnectOptions,
@@ -1721,6 +1730,8 @@ impl Relay {
     /// is replaced and the events committed meanwhile are read from the
     /// table, so nothing is missed.
     async fn run(self, mut listener: PgListener, shutdown: CancellationToken) {
+        // Once the relay stops, changes go unheard: nothing kept is trusted.
+        let _deaf = DeafOnDrop(self.cache.clone());
         loop {
             let lost = tokio::select! {
                 _ = shutdown.cancelled() => return,
