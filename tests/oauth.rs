@@ -1798,7 +1798,13 @@ async fn console_connect_an_app_in_a_real_browser() {
         .expect("run node");
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next_line().await.unwrap().unwrap_or_default();
+    // A stuck driver fails the test instead of hanging the suite.
+    let driver_line = std::time::Duration::from_secs(120);
+    let first = tokio::time::timeout(driver_line, lines.next_line())
+        .await
+        .expect("the browser driver printed no code within 120 s")
+        .unwrap()
+        .unwrap_or_default();
     let Some(code) = first.strip_prefix("CODE ") else {
         let out = child.wait_with_output().await.unwrap();
         panic!("driver: {first}\n{}", String::from_utf8_lossy(&out.stderr));
@@ -1814,7 +1820,11 @@ async fn console_connect_an_app_in_a_real_browser() {
         (Some("tablet"), Some(true))
     );
     stdin.write_all(b"GO\n").await.unwrap();
-    let result = lines.next_line().await.unwrap().unwrap_or_default();
+    let result = tokio::time::timeout(driver_line, lines.next_line())
+        .await
+        .expect("the browser driver printed no result within 120 s")
+        .unwrap()
+        .unwrap_or_default();
     let status = child.wait().await.unwrap();
     let Some(json_text) = result.strip_prefix("RESULT ") else {
         panic!("driver: {result} ({status})");

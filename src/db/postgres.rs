@@ -54,8 +54,8 @@ pub struct PostgresStore {
     options: PgConnectOptions,
     /// Group commit of each room's writes (`postgres/writer.rs`).
     writers: writer::Writers,
-    /// Tokens and rooms read, while the relay hears their changes
-    /// (`postgres/cache.rs`).
+    /// Tokens, rooms and OAuth access tokens read, trusted while the relay
+    /// hears their changes (`postgres/cache.rs`).
     cache: Arc<Cache>,
 }
 
@@ -1689,7 +1689,6 @@ impl Store for PostgresStore {
     }
 }
 
-/// Relays the events that other replicas commit to this replica's bus.
 /// Stops trusting the cache when the relay ends, however it ends.
 struct DeafOnDrop(Arc<Cache>);
 
@@ -1699,6 +1698,8 @@ impl Drop for DeafOnDrop {
     }
 }
 
+/// Relays the events that other replicas commit to this replica's bus, and
+/// the announcements of changed tokens and rooms to its cache.
 struct Relay {
     pool: PgPool,
     options: PgConnectOptions,
@@ -1738,7 +1739,8 @@ impl Relay {
                 received = listener.try_recv() => match received {
                     Ok(Some(n)) => {
                         let mut rooms = Vec::new();
-                        for n in std::iter::once(n).chain(std::iter::from_fn(|| listener.next_buffered())) {
+                        let buffered = std::iter::from_fn(|| listener.next_buffered());
+                        for n in std::iter::once(n).chain(buffered) {
                             if n.channel() == cache::CHANNEL {
                                 self.cache.changed(n.payload());
                             } else {

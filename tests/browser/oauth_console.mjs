@@ -11,8 +11,13 @@ const require = createRequire(import.meta.url);
 const { chromium } = require('playwright-core');
 const base = process.env.CHATROOM_UI_URL;
 const token = process.env.CHATROOM_UI_TOKEN;
+// Lines are queued as they come: the test's answer can arrive before the
+// script asks for it, and a line nobody listens for would be lost.
 const lines = readline.createInterface({ input: process.stdin });
-const nextLine = () => new Promise((resolve) => lines.once('line', resolve));
+const queue = [];
+const waiting = [];
+lines.on('line', (l) => (waiting.length ? waiting.shift()(l) : queue.push(l)));
+const nextLine = () => new Promise((resolve) => (queue.length ? resolve(queue.shift()) : waiting.push(resolve)));
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
