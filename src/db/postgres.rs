@@ -893,13 +893,7 @@ impl Store for PostgresStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        let latest = rows.first().map_or(0, |r| r.get("latest"));
-        let messages = rows
-            .iter()
-            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
-            .map(message_from_row)
-            .collect();
-        Ok((messages, latest))
+        Ok(page_with_latest(&rows, message_from_row))
     }
 
     async fn read_events_latest(&self, room: &str, f: &EventFilter) -> Result<(Vec<Event>, i64)> {
@@ -919,13 +913,7 @@ impl Store for PostgresStore {
         .bind(f.limit)
         .fetch_all(&self.pool)
         .await?;
-        let latest = rows.first().map_or(0, |r| r.get("latest"));
-        let events = rows
-            .iter()
-            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
-            .map(event_from_row)
-            .collect();
-        Ok((events, latest))
+        Ok(page_with_latest(&rows, event_from_row))
     }
 
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
@@ -1844,6 +1832,19 @@ impl Relay {
 }
 
 /// The `(room, id)` an announcement names.
+/// A page read with the room's latest id (`l.latest LEFT JOIN LATERAL` the
+/// page): every row carries `latest`, and an empty page is one row whose
+/// `id` is NULL.
+fn page_with_latest<T>(rows: &[PgRow], item: fn(&PgRow) -> T) -> (Vec<T>, i64) {
+    let latest = rows.first().map_or(0, |r| r.get("latest"));
+    let page = rows
+        .iter()
+        .filter(|r| r.get::<Option<i64>, _>("id").is_some())
+        .map(item)
+        .collect();
+    (page, latest)
+}
+
 fn announced(payload: &str) -> Option<(String, i64)> {
     let (room, id) = payload.rsplit_once(' ')?;
     Some((room.to_owned(), id.parse().ok()?))
