@@ -167,10 +167,23 @@ fn man(args: ManArgs) -> ExitCode {
     // Built, so that every subcommand knows its full name (chatroom-admin-add-token).
     let mut root = Cli::command().disable_help_subcommand(true);
     root.build();
+    let man = |cmd: &clap::Command| {
+        clap_mangen::Man::new(cmd.clone()).source(format!("chatroom {}", env!("CARGO_PKG_VERSION")))
+    };
     if let Some(dir) = args.dir {
-        return match clap_mangen::generate_to(root, &dir) {
-            Ok(()) => {
-                eprintln!("chatroom: man pages written to {}", dir.display());
+        fn every<'a>(cmd: &'a clap::Command, out: &mut Vec<&'a clap::Command>) {
+            out.push(cmd);
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                every(sub, out);
+            }
+        }
+        let mut pages = Vec::new();
+        every(&root, &mut pages);
+        let written: std::io::Result<Vec<_>> =
+            pages.iter().map(|cmd| man(cmd).generate_to(&dir)).collect();
+        return match written {
+            Ok(files) => {
+                eprintln!("chatroom: {} man pages written to {}", files.len(), dir.display());
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -193,7 +206,7 @@ fn man(args: ManArgs) -> ExitCode {
             }
         }
     }
-    match clap_mangen::Man::new(page.clone()).render(&mut std::io::stdout()) {
+    match man(page).render(&mut std::io::stdout()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("chatroom: cannot write the man page: {e}");
