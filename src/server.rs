@@ -130,18 +130,18 @@ async fn serve(
     open_tx.closed().await;
 }
 
-/// How the owner runs an admin command where this server runs: inside the
-/// container through compose, from a clone through cargo, else the binary.
+/// How the owner runs an admin command where this server runs: from a
+/// clone through cargo, inside the container through compose, else the binary.
 fn admin_command() -> &'static str {
-    if crate::config::in_container() {
-        "docker compose exec chatroom chatroom admin"
-    } else if std::env::var_os("CARGO_MANIFEST_DIR").is_some() {
-        // `cargo run` sets it for the program it runs.
+    // `cargo run` sets it for the program it runs.
+    if std::env::var_os("CARGO_MANIFEST_DIR").is_some() {
         if cfg!(debug_assertions) {
             "cargo run -- admin"
         } else {
             "cargo run --release -- admin"
         }
+    } else if crate::config::in_container() {
+        "docker compose exec chatroom chatroom admin"
     } else {
         "chatroom admin"
     }
