@@ -347,7 +347,9 @@ async fn doctor_names_what_is_wrong_with_url_and_token() {
     let (code, out, _) = doctor(bare.clone(), token.clone()).await;
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains(&format!("FAIL  CHATROOM_URL={bare} lacks its scheme: set CHATROOM_URL=http://{bare}")),
+        out.contains(&format!(
+            "FAIL  CHATROOM_URL={bare} lacks its scheme: set CHATROOM_URL=http://{bare}"
+        )),
         "{out}"
     );
     assert!(!out.contains("relative URL"), "{out}");
@@ -356,15 +358,23 @@ async fn doctor_names_what_is_wrong_with_url_and_token() {
     let (code, out, _) = doctor(https.clone(), token.clone()).await;
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains(&format!("{https} does not speak https, but {} answers", s.url))
-            && out.contains(&format!("set CHATROOM_URL={}", s.url)),
+        out.contains(&format!(
+            "{https} does not speak https, but {} answers",
+            s.url
+        )) && out.contains(&format!("set CHATROOM_URL={}", s.url)),
         "{out}"
     );
 
     let (code, out, _) = doctor(s.url.clone(), format!("Bearer {token}")).await;
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("FAIL  CHATROOM_TOKEN starts with `Bearer `"), "{out}");
-    assert!(out.contains("whoami: agent alice"), "the rest is still checked: {out}");
+    assert!(
+        out.contains("FAIL  CHATROOM_TOKEN starts with `Bearer `"),
+        "{out}"
+    );
+    assert!(
+        out.contains("whoami: agent alice"),
+        "the rest is still checked: {out}"
+    );
 
     // One failure is the limit here; the next call is turned away.
     let (_, out, _) = doctor(s.url.clone(), "cr_wrong".into()).await;
@@ -398,13 +408,24 @@ async fn admin_names_where_the_database_came_from() {
             String::from_utf8_lossy(&out.stderr).into_owned()
         }
     };
-    let err = run(vec!["admin", "init", "--db", "flag.db"], vec![("CHATROOM_DB", "env.db")]).await;
+    let err = run(
+        vec!["admin", "init", "--db", "flag.db"],
+        vec![("CHATROOM_DB", "env.db")],
+    )
+    .await;
     assert!(err.contains("flag.db (--db), created now"), "{err}");
     let err = run(vec!["admin", "init"], vec![("CHATROOM_DB", "env.db")]).await;
     assert!(err.contains("env.db (CHATROOM_DB), created now"), "{err}");
-    std::fs::write(dir.path().join(".env"), "CHATROOM_LOG=info\nCHATROOM_DB=file.db\n").unwrap();
+    std::fs::write(
+        dir.path().join(".env"),
+        "CHATROOM_LOG=info\nCHATROOM_DB=file.db\n",
+    )
+    .unwrap();
     let err = run(vec!["admin", "init"], vec![]).await;
-    assert!(err.contains("file.db (CHATROOM_DB, .env line 2), created now"), "{err}");
+    assert!(
+        err.contains("file.db (CHATROOM_DB, .env line 2), created now"),
+        "{err}"
+    );
 }
 
 /// `chatroom man` has a page for every subcommand it names, each one
@@ -445,13 +466,18 @@ async fn man_pages_exist_for_every_subcommand() {
     assert!(seen > 20, "only {seen} pages");
     let (code, _, err) = run_cli(&["man", "admin", "add-tokens"], &env).await;
     assert_eq!(code, 2);
-    assert!(err.contains("`chatroom admin add-tokens` is not a command"), "{err}");
+    assert!(
+        err.contains("`chatroom admin add-tokens` is not a command"),
+        "{err}"
+    );
     let (code, out, _) = run_cli(&["man", "serve"], &env).await;
     assert_eq!(code, 0);
-    assert!(out.contains("CHATROOM_OAUTH_REFRESH_DAYS"), "the settings are in serve's page");
+    assert!(
+        out.contains("CHATROOM_OAUTH_REFRESH_DAYS"),
+        "the settings are in serve's page"
+    );
     let dir = tempfile::tempdir().unwrap();
-    let (code, _, err) =
-        run_cli(&["man", "--dir", dir.path().to_str().unwrap()], &env).await;
+    let (code, _, err) = run_cli(&["man", "--dir", dir.path().to_str().unwrap()], &env).await;
     assert_eq!(code, 0, "{err}");
     assert!(dir.path().join("chatroom-admin-add-token.1").exists());
     assert!(dir.path().join("chatroom.1").exists());

@@ -617,11 +617,21 @@ const SETTINGS_END: &str = "<!-- end of settings -->";
 fn settings_reference_is_current() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("GETTING_STARTED.md");
     let guide = std::fs::read_to_string(&path).unwrap();
-    let start = guide.find(SETTINGS_START).expect("the settings start marker") + SETTINGS_START.len();
-    let end = start + guide[start..].find(SETTINGS_END).expect("the settings end marker");
+    let start = guide
+        .find(SETTINGS_START)
+        .expect("the settings start marker")
+        + SETTINGS_START.len();
+    let end = start
+        + guide[start..]
+            .find(SETTINGS_END)
+            .expect("the settings end marker");
     let expected = format!("\n{}\n", chatroom::config::table::markdown());
     if std::env::var_os("CHATROOM_UPDATE_DOCS").is_some() {
-        std::fs::write(&path, format!("{}{expected}{}", &guide[..start], &guide[end..])).unwrap();
+        std::fs::write(
+            &path,
+            format!("{}{expected}{}", &guide[..start], &guide[end..]),
+        )
+        .unwrap();
         return;
     }
     assert!(
@@ -646,7 +656,9 @@ fn env_example_settings_are_the_table() {
             && !chatroom::config::CLIENT_VARIABLES.contains(&name)
         {
             assert!(
-                shown.insert(name.to_owned(), value.trim().to_owned()).is_none(),
+                shown
+                    .insert(name.to_owned(), value.trim().to_owned())
+                    .is_none(),
                 ".env.example shows {name} twice"
             );
         }
@@ -655,6 +667,10 @@ fn env_example_settings_are_the_table() {
     let listed: BTreeSet<&str> = shown.keys().map(String::as_str).collect();
     assert_eq!(listed, table, ".env.example and the settings table differ");
     for s in chatroom::config::SETTINGS {
-        assert_eq!(shown[s.name], s.default, "{}'s default in .env.example", s.name);
+        assert_eq!(
+            shown[s.name], s.default,
+            "{}'s default in .env.example",
+            s.name
+        );
     }
 }

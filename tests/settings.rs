@@ -31,7 +31,10 @@ fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> tokio::process::C
 
 /// Runs `chatroom ARGS` to its end: (exit code, stdout, stderr).
 async fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = command(dir, args, env).output().await.expect("run chatroom");
+    let out = command(dir, args, env)
+        .output()
+        .await
+        .expect("run chatroom");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -59,14 +62,21 @@ async fn serve_help_lists_every_setting() {
     let (code, out, _) = run_in(dir.path(), &["serve", "--help"], &[]).await;
     assert_eq!(code, 0);
     for s in SETTINGS {
-        let default = if s.default.is_empty() { "unset" } else { s.default };
+        let default = if s.default.is_empty() {
+            "unset"
+        } else {
+            s.default
+        };
         assert!(
             out.contains(&format!("{} [default: {default}", s.name)),
             "{} is missing from serve --help:\n{out}",
             s.name
         );
     }
-    assert!(out.contains("CHATROOM_MQTT_PASS [default: unset; secret"), "{out}");
+    assert!(
+        out.contains("CHATROOM_MQTT_PASS [default: unset; secret"),
+        "{out}"
+    );
 }
 
 /// The start-up line shows every setting that has a value, those of OAuth,
@@ -93,15 +103,31 @@ async fn start_line_shows_every_setting() {
         .unwrap_or_else(|| panic!("no settings line: {log}"));
     for s in SETTINGS {
         if !s.default.is_empty() {
-            assert!(line.contains(&format!("{}=", s.name)), "{} missing: {line}", s.name);
+            assert!(
+                line.contains(&format!("{}=", s.name)),
+                "{} missing: {line}",
+                s.name
+            );
         }
     }
-    assert!(line.contains(&format!("CHATROOM_LISTEN={listen} (environment)")), "{line}");
-    assert!(line.contains("CHATROOM_OAUTH_ACCESS_TTL=600 (environment)"), "{line}");
+    assert!(
+        line.contains(&format!("CHATROOM_LISTEN={listen} (environment)")),
+        "{line}"
+    );
+    assert!(
+        line.contains("CHATROOM_OAUTH_ACCESS_TTL=600 (environment)"),
+        "{line}"
+    );
     assert!(line.contains("CHATROOM_OAUTH=on "), "{line}");
     assert!(line.contains("CHATROOM_MAX_STREAMS_PER_TOKEN=8"), "{line}");
-    assert!(line.contains("CHATROOM_TRUSTED_PROXIES=127.0.0.0/8,"), "{line}");
-    assert!(line.contains("CHATROOM_MQTT_USER=*** (environment)"), "{line}");
+    assert!(
+        line.contains("CHATROOM_TRUSTED_PROXIES=127.0.0.0/8,"),
+        "{line}"
+    );
+    assert!(
+        line.contains("CHATROOM_MQTT_USER=*** (environment)"),
+        "{line}"
+    );
     assert!(!line.contains("someone"), "{line}");
 }
 
@@ -169,22 +195,38 @@ async fn env_file_is_read_and_credited_as_compose_passes_it() {
         log.contains("chatroom.env line 4: CHATROOM_MAX_WAIT_S is also set in the environment"),
         "{log}"
     );
-    let line = log.lines().find(|l| l.contains("effective settings")).unwrap();
-    assert!(line.contains("CHATROOM_LOG=debug (chatroom.env line 1)"), "{line}");
-    assert!(line.contains(&format!("CHATROOM_LISTEN={listen} (chatroom.env line 3)")), "{line}");
+    let line = log
+        .lines()
+        .find(|l| l.contains("effective settings"))
+        .unwrap();
+    assert!(
+        line.contains("CHATROOM_LOG=debug (chatroom.env line 1)"),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("CHATROOM_LISTEN={listen} (chatroom.env line 3)")),
+        "{line}"
+    );
     assert!(
         line.contains("CHATROOM_MAX_WAIT_S=30 (environment, over chatroom.env line 4)"),
         "{line}"
     );
-    assert!(line.contains("CHATROOM_ENV_FILE=config/chatroom.env (environment)"), "{line}");
+    assert!(
+        line.contains("CHATROOM_ENV_FILE=config/chatroom.env (environment)"),
+        "{line}"
+    );
     assert!(line.contains("CHATROOM_PRUNE=on "), "{line}");
 
     let (_, out, _) = run_in(dir.path(), &["doctor", "--server"], &env).await;
     assert!(out.contains("chatroom.env read from"), "{out}");
-    assert!(out.contains("CHATROOM_LOG=debug  (chatroom.env line 1)"), "{out}");
+    assert!(
+        out.contains("CHATROOM_LOG=debug  (chatroom.env line 1)"),
+        "{out}"
+    );
     assert!(out.contains("CHATROOM_PRUNE=on  (default)"), "{out}");
     assert!(
-        out.lines().any(|l| l.starts_with("warn") && l.contains("CHATROOM_ALOWED_HOSTS")),
+        out.lines()
+            .any(|l| l.starts_with("warn") && l.contains("CHATROOM_ALOWED_HOSTS")),
         "{out}"
     );
 }
@@ -231,7 +273,10 @@ async fn first_start_says_how_to_mint_a_token() {
     let log = serve_log(
         dir.path(),
         port,
-        &[("CHATROOM_LISTEN", &listen), ("CARGO_MANIFEST_DIR", "/src/chatroom")],
+        &[
+            ("CHATROOM_LISTEN", &listen),
+            ("CARGO_MANIFEST_DIR", "/src/chatroom"),
+        ],
     )
     .await;
     assert!(log.contains("`cargo run -- admin add-room lobby`"), "{log}");

@@ -282,7 +282,11 @@ fn database(args: &AdminArgs) -> (String, String) {
         };
         Some((v, from))
     };
-    if let Some(found) = given(&args.database_url, "--database-url", "CHATROOM_DATABASE_URL") {
+    if let Some(found) = given(
+        &args.database_url,
+        "--database-url",
+        "CHATROOM_DATABASE_URL",
+    ) {
         return found;
     }
     let (file, from) = given(&args.db, "--db", "CHATROOM_DB")

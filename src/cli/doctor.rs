@@ -343,14 +343,19 @@ async fn agent_side(report: &mut Report) {
 fn base_url(raw: &str) -> Result<String, String> {
     let raw = raw.trim();
     let base = raw.trim_end_matches('/');
-    let base = base.strip_suffix("/mcp").unwrap_or(base).trim_end_matches('/');
+    let base = base
+        .strip_suffix("/mcp")
+        .unwrap_or(base)
+        .trim_end_matches('/');
     if !base.contains("://") {
         return Err(format!(
             "CHATROOM_URL={raw} lacks its scheme: set CHATROOM_URL=http://{base} (https:// only where a tunnel or proxy serves it)"
         ));
     }
     let url = reqwest::Url::parse(base).map_err(|e| {
-        format!("CHATROOM_URL={raw} is not a URL ({e}): e.g. CHATROOM_URL=http://homeserver.lan:8080")
+        format!(
+            "CHATROOM_URL={raw} is not a URL ({e}): e.g. CHATROOM_URL=http://homeserver.lan:8080"
+        )
     })?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(format!(
@@ -472,20 +477,17 @@ async fn whoami(report: &mut Report, client: &reqwest::Client, base: &str, token
             report.fail(format!(
                 "the server refuses the Host {host} (421): add {host} to the server's CHATROOM_ALLOWED_HOSTS"
             ));
-            return;
         }
         (429, _) if said.contains("failed credentials") => {
             report.fail(format!(
                 "the server turns this machine away for {} s (429): too many requests came from here with a wrong or missing token (its failed-login throttle, CHATROOM_AUTH_FAIL_LIMIT within CHATROOM_AUTH_FAIL_WINDOW). Fix CHATROOM_TOKEN, then run `chatroom doctor` again once that time is over",
                 retry_after.as_deref().unwrap_or("some")
             ));
-            return;
         }
         (429, _) => {
             report.fail(format!(
                 "the server limits this token's calls (429: {said}); the server's CHATROOM_RATE_LIMIT_PER_MINUTE sets how many a minute"
             ));
-            return;
         }
         (401, None) => {
             report.ok(format!("the server accepts the Host {host}"));

@@ -183,11 +183,18 @@ fn man(args: ManArgs) -> ExitCode {
             pages.iter().map(|cmd| man(cmd).generate_to(&dir)).collect();
         return match written {
             Ok(files) => {
-                eprintln!("chatroom: {} man pages written to {}", files.len(), dir.display());
+                eprintln!(
+                    "chatroom: {} man pages written to {}",
+                    files.len(),
+                    dir.display()
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("chatroom: cannot write the man pages to {}: {e}", dir.display());
+                eprintln!(
+                    "chatroom: cannot write the man pages to {}: {e}",
+                    dir.display()
+                );
                 ExitCode::FAILURE
             }
         };

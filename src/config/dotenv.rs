@@ -81,7 +81,9 @@ pub fn load_dotenv() -> &'static DotEnv {
         if dotenv.path.is_none() {
             return dotenv;
         }
-        dotenv.warnings.extend(overridden(&dotenv, super::in_container()));
+        dotenv
+            .warnings
+            .extend(overridden(&dotenv, super::in_container()));
         // The values are already parsed and interpolated; hand them to
         // dotenvy (which sets the environment) in a form it reads verbatim.
         let mut clean = String::new();
@@ -97,7 +99,9 @@ pub fn load_dotenv() -> &'static DotEnv {
         }
         if let Err(e) = dotenvy::from_read(std::io::Cursor::new(clean)) {
             let label = dotenv.label.clone();
-            dotenv.warnings.push(format!("{label}: cannot apply it: {e}"));
+            dotenv
+                .warnings
+                .push(format!("{label}: cannot apply it: {e}"));
         }
         dotenv
     })
@@ -388,7 +392,6 @@ fn shorten(text: &str) -> String {
     s
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,12 +488,24 @@ mod tests {
         let missing = dir.path().join("chatroom.env");
         assert!(read_file(&missing, false, |_| None).warnings.is_empty());
         let named = read_file(&missing, true, |_| None);
-        assert!(named.warnings[0].contains("CHATROOM_ENV_FILE"), "{:?}", named.warnings);
+        assert!(
+            named.warnings[0].contains("CHATROOM_ENV_FILE"),
+            "{:?}",
+            named.warnings
+        );
         std::fs::write(&missing, "CHATROOM_ENV_FILE=other\nCHATROOM_LGO=debug\n").unwrap();
         let read = read_file(&missing, true, |_| None);
         assert_eq!(read.label, "chatroom.env");
         let joined = read.warnings.join("\n");
-        assert!(joined.contains("chatroom.env line 1: CHATROOM_ENV_FILE is read from the environment only"), "{joined}");
-        assert!(joined.contains("chatroom.env line 2: CHATROOM_LGO"), "{joined}");
+        assert!(
+            joined.contains(
+                "chatroom.env line 1: CHATROOM_ENV_FILE is read from the environment only"
+            ),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("chatroom.env line 2: CHATROOM_LGO"),
+            "{joined}"
+        );
     }
 }

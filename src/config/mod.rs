@@ -380,7 +380,11 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{}: {e}", s.name));
             }
             if groups.last() != Some(&s.group) {
-                assert!(!groups.contains(&s.group), "{} is away from its group", s.name);
+                assert!(
+                    !groups.contains(&s.group),
+                    "{} is away from its group",
+                    s.name
+                );
                 groups.push(s.group);
             }
         }
@@ -463,7 +467,11 @@ mod tests {
     fn help_lists_every_setting() {
         let help = table::help_text();
         for s in SETTINGS {
-            let default = if s.default.is_empty() { "unset" } else { s.default };
+            let default = if s.default.is_empty() {
+                "unset"
+            } else {
+                s.default
+            };
             assert!(
                 help.contains(&format!("{} [default: {default}", s.name)),
                 "{}",

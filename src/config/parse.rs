@@ -185,6 +185,10 @@ impl<'a> VarReader<'a> {
 }
 
 /// Why `v` is not a whole number from `min` to `max`.
-pub(super) fn number_error(min: impl std::fmt::Display, max: impl std::fmt::Display, v: &str) -> String {
+pub(super) fn number_error(
+    min: impl std::fmt::Display,
+    max: impl std::fmt::Display,
+    v: &str,
+) -> String {
     format!("expected a whole number from {min} to {max}, got {v:?}")
 }

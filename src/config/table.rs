@@ -383,14 +383,7 @@ pub const SETTINGS: &[Setting] = &[
         "the user name at the broker",
     )
     .secret(),
-    Setting::new(
-        Mqtt,
-        "CHATROOM_MQTT_PASS",
-        "",
-        Text,
-        "that user's password",
-    )
-    .secret(),
+    Setting::new(Mqtt, "CHATROOM_MQTT_PASS", "", Text, "that user's password").secret(),
     Setting::new(
         Mqtt,
         "CHATROOM_MQTT_PREFIX",
