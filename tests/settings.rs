@@ -42,17 +42,22 @@ async fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String
     )
 }
 
-/// Runs `chatroom serve` until it answers on `port`, then stops it and
-/// returns what it logged.
-async fn serve_log(dir: &Path, port: u16, env: &[(&str, &str)]) -> String {
-    let child = command(dir, &["serve"], env).spawn().unwrap();
-    let healthy = wait_healthy(&format!("http://127.0.0.1:{port}"), Duration::from_secs(30)).await;
-    let mut child = child;
+/// Runs `chatroom serve` until it answers, then stops it; returns what it
+/// logged and its address (`CHATROOM_LISTEN` of `env`, else a free port).
+async fn serve_log(dir: &Path, env: &[(&str, &str)]) -> (String, String) {
+    let listen = match env.iter().find(|(k, _)| *k == "CHATROOM_LISTEN") {
+        Some((_, v)) => v.to_string(),
+        None => format!("127.0.0.1:{}", free_port()),
+    };
+    let mut env = env.to_vec();
+    env.push(("CHATROOM_LISTEN", &listen));
+    let mut child = command(dir, &["serve"], &env).spawn().unwrap();
+    let healthy = wait_healthy(&format!("http://{listen}"), Duration::from_secs(30)).await;
     let _ = child.start_kill();
     let out = child.wait_with_output().await.unwrap();
     let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(healthy, "the server did not answer on {port}: {log}");
-    log
+    assert!(healthy, "the server did not answer on {listen}: {log}");
+    (log, listen)
 }
 
 /// `chatroom serve --help` names every setting of the table with its default.
@@ -85,13 +90,9 @@ async fn serve_help_lists_every_setting() {
 #[tokio::test]
 async fn start_line_shows_every_setting() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let log = serve_log(
+    let (log, listen) = serve_log(
         dir.path(),
-        port,
         &[
-            ("CHATROOM_LISTEN", &listen),
             ("CHATROOM_MQTT_USER", "someone"),
             ("CHATROOM_OAUTH_ACCESS_TTL", "600"),
         ],
@@ -186,7 +187,7 @@ async fn env_file_is_read_and_credited_as_compose_passes_it() {
         ("CHATROOM_PRUNE", ""),
         ("CHATROOM_ALLOWED_HOSTS", ""),
     ];
-    let log = serve_log(dir.path(), port, &env).await;
+    let (log, _) = serve_log(dir.path(), &env).await;
     assert!(
         log.contains("chatroom.env line 2: CHATROOM_ALOWED_HOSTS is not a chatroom setting (did you mean CHATROOM_ALLOWED_HOSTS?)"),
         "{log}"
@@ -256,9 +257,7 @@ async fn a_missing_env_file_is_named() {
 #[tokio::test]
 async fn first_start_says_how_to_mint_a_token() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let log = serve_log(dir.path(), port, &[("CHATROOM_LISTEN", &listen)]).await;
+    let (log, _) = serve_log(dir.path(), &[]).await;
     let admin = if chatroom::config::in_container() {
         "docker compose exec chatroom chatroom admin"
     } else {
@@ -268,16 +267,6 @@ async fn first_start_says_how_to_mint_a_token() {
         log.contains("no tokens yet") && log.contains(&format!("`{admin} add-token --agent alice")),
         "{log}"
     );
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let log = serve_log(
-        dir.path(),
-        port,
-        &[
-            ("CHATROOM_LISTEN", &listen),
-            ("CARGO_MANIFEST_DIR", "/src/chatroom"),
-        ],
-    )
-    .await;
+    let (log, _) = serve_log(dir.path(), &[("CARGO_MANIFEST_DIR", "/src/chatroom")]).await;
     assert!(log.contains("`cargo run -- admin add-room lobby`"), "{log}");
 }

@@ -461,22 +461,4 @@ mod tests {
         let m = c.mqtt.unwrap();
         assert_eq!((m.port, m.prefix.as_str()), (8883, "chatroom"));
     }
-
-    /// `serve --help` names every setting with its default.
-    #[test]
-    fn help_lists_every_setting() {
-        let help = table::help_text();
-        for s in SETTINGS {
-            let default = if s.default.is_empty() {
-                "unset"
-            } else {
-                s.default
-            };
-            assert!(
-                help.contains(&format!("{} [default: {default}", s.name)),
-                "{}",
-                s.name
-            );
-        }
-    }
 }
