@@ -156,11 +156,13 @@ pub fn router(state: AppState) -> Router {
     // CHATROOM_ALLOWED_ORIGINS still gets its 403, preflight included.
     let allowed = state.config.allowed_origins.clone();
     let cors = tower_http::cors::CorsLayer::new()
-        .allow_origin(tower_http::cors::AllowOrigin::predicate(move |origin, _| {
-            origin
-                .to_str()
-                .is_ok_and(|o| crate::auth::hosts::origin_allowed(&allowed, o))
-        }))
+        .allow_origin(tower_http::cors::AllowOrigin::predicate(
+            move |origin, _| {
+                origin
+                    .to_str()
+                    .is_ok_and(|o| crate::auth::hosts::origin_allowed(&allowed, o))
+            },
+        ))
         .allow_methods([http::Method::GET, http::Method::POST, http::Method::DELETE])
         .allow_headers([
             http::header::AUTHORIZATION,

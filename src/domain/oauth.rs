@@ -573,7 +573,8 @@ pub fn redirect_matches(registered: &str, asked: &str) -> bool {
     let (Ok(r), Ok(a)) = (url::Url::parse(registered), url::Url::parse(asked)) else {
         return false;
     };
-    let loopback = |u: &url::Url| u.scheme() == "http" && u.host().is_some_and(|h| is_loopback_host(&h));
+    let loopback =
+        |u: &url::Url| u.scheme() == "http" && u.host().is_some_and(|h| is_loopback_host(&h));
     loopback(&r)
         && loopback(&a)
         && r.host_str() == a.host_str()
@@ -831,8 +832,8 @@ pub async fn refresh_key(store: &dyn Store) -> Result<Vec<u8>> {
 const REFRESH_BODY: usize = 8 + 32 + 16;
 
 fn mac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    let mut m = <hmac::Hmac<Sha256> as hmac::KeyInit>::new_from_slice(key)
-        .expect("HMAC takes any key");
+    let mut m =
+        <hmac::Hmac<Sha256> as hmac::KeyInit>::new_from_slice(key).expect("HMAC takes any key");
     for p in parts {
         hmac::Mac::update(&mut m, &(p.len() as u64).to_be_bytes());
         hmac::Mac::update(&mut m, p);
@@ -879,7 +880,12 @@ fn successor(key: &[u8], grant_id: i64, raw: &str) -> Secret {
 }
 
 /// A fresh access token of `grant_id` and its answer with `refresh`.
-fn access_for(grant_id: i64, refresh: &Secret, life: Lifetimes, now: i64) -> (NewOAuthToken, TokenResponse) {
+fn access_for(
+    grant_id: i64,
+    refresh: &Secret,
+    life: Lifetimes,
+    now: i64,
+) -> (NewOAuthToken, TokenResponse) {
     let access = mint_secret(ACCESS_PREFIX);
     let row = NewOAuthToken {
         hash: hash(access.expose()),
@@ -1009,10 +1015,7 @@ pub async fn exchange_code(
 }
 
 /// `resource` (RFC 8707), when given, must name this server.
-fn check_resource(
-    resource: Option<&str>,
-    ours: &[String],
-) -> std::result::Result<(), OAuthError> {
+fn check_resource(resource: Option<&str>, ours: &[String]) -> std::result::Result<(), OAuthError> {
     match resource {
         Some(r) if !ours.iter().any(|o| same_resource(r, o)) => Err(OAuthError::new(
             400,
@@ -1029,7 +1032,8 @@ pub fn refresh_grant_hint(raw: &str) -> Option<i64> {
     let body = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(raw.strip_prefix(REFRESH_PREFIX)?)
         .ok()?;
-    (body.len() == REFRESH_BODY).then(|| i64::from_be_bytes(body[..8].try_into().unwrap_or_default()))
+    (body.len() == REFRESH_BODY)
+        .then(|| i64::from_be_bytes(body[..8].try_into().unwrap_or_default()))
 }
 
 /// The `refresh_token` grant. Every use rotates: the grant's live refresh
@@ -1078,7 +1082,10 @@ pub async fn refresh(
     let next = successor(key, grant.id, raw);
     let next_hash = hash(next.expose());
     let mut grant = Some(grant);
-    if let Some(g) = grant.as_ref().filter(|g| g.refresh.hash.as_deref() == Some(token_hash.as_str())) {
+    if let Some(g) = grant
+        .as_ref()
+        .filter(|g| g.refresh.hash.as_deref() == Some(token_hash.as_str()))
+    {
         let grant_id = g.id;
         if g.refresh.expires_ts.is_some_and(|e| e <= now) {
             return Err(OAuthError::invalid_grant(
@@ -1136,7 +1143,11 @@ async fn reuse(
         return Ok(OAuthError::invalid_grant("the refresh token is not valid"));
     };
     if store.oauth_revoke_grant(grant_id, now).await? {
-        tracing::warn!(grant = grant_id, agent = agent.unwrap_or(""), "a spent refresh token was presented; the grant is revoked");
+        tracing::warn!(
+            grant = grant_id,
+            agent = agent.unwrap_or(""),
+            "a spent refresh token was presented; the grant is revoked"
+        );
     }
     Ok(OAuthError::invalid_grant(
         "the refresh token was already used; the grant is revoked, sign in again",
@@ -1252,13 +1263,25 @@ mod tests {
     fn loopback_redirects_match_on_any_port() {
         let r = "http://localhost/callback";
         assert!(redirect_matches(r, "http://localhost:51763/callback"));
-        assert!(redirect_matches("http://127.0.0.1:1/cb?x=1", "http://127.0.0.1:2/cb?x=1"));
+        assert!(redirect_matches(
+            "http://127.0.0.1:1/cb?x=1",
+            "http://127.0.0.1:2/cb?x=1"
+        ));
         assert!(redirect_matches("http://[::1]/cb", "http://[::1]:9/cb"));
         assert!(!redirect_matches(r, "http://localhost:5/other"));
         assert!(!redirect_matches(r, "http://127.0.0.1:5/callback"));
-        assert!(!redirect_matches("http://127.0.0.1/cb?x=1", "http://127.0.0.1:2/cb?x=2"));
-        assert!(!redirect_matches("https://a.example/cb", "https://a.example:444/cb"));
-        assert!(!redirect_matches("https://localhost/cb", "https://localhost:8/cb"));
+        assert!(!redirect_matches(
+            "http://127.0.0.1/cb?x=1",
+            "http://127.0.0.1:2/cb?x=2"
+        ));
+        assert!(!redirect_matches(
+            "https://a.example/cb",
+            "https://a.example:444/cb"
+        ));
+        assert!(!redirect_matches(
+            "https://localhost/cb",
+            "https://localhost:8/cb"
+        ));
     }
 
     #[test]
@@ -1287,15 +1310,28 @@ mod tests {
         assert!(check_redirect_uri("http://example.com/cb").is_err());
         assert!(check_redirect_uri("http://192.168.1.2/cb").is_err());
         assert!(check_redirect_uri("javascript:alert(1)").is_err());
-        for bad in ["data:text/html,x", "file:///etc/passwd", "vbscript:x", "about:blank", "blob:https://a.example/x", "http://[::2]/cb"] {
+        for bad in [
+            "data:text/html,x",
+            "file:///etc/passwd",
+            "vbscript:x",
+            "about:blank",
+            "blob:https://a.example/x",
+            "http://[::2]/cb",
+        ] {
             assert!(check_redirect_uri(bad).is_err(), "{bad}");
         }
         assert_eq!(
             check_redirect_uri("cursor://anysphere.cursor-retrieval/oauth/callback"),
             Ok(RedirectKind::PrivateUse)
         );
-        assert_eq!(check_redirect_uri("com.example.app:/cb"), Ok(RedirectKind::PrivateUse));
-        assert_eq!(return_address("vscode://vscode.github-authentication/did-authenticate"), "vscode:");
+        assert_eq!(
+            check_redirect_uri("com.example.app:/cb"),
+            Ok(RedirectKind::PrivateUse)
+        );
+        assert_eq!(
+            return_address("vscode://vscode.github-authentication/did-authenticate"),
+            "vscode:"
+        );
         assert_eq!(return_address("http://127.0.0.1:5/cb"), "127.0.0.1:5");
         assert!(check_redirect_uri("https://a.example/cb#frag").is_err());
         assert!(check_redirect_uri("/relative").is_err());

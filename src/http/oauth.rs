@@ -546,7 +546,13 @@ async fn register(
             ));
         }
     };
-    match oauth::register(state.core.store.as_ref(), request, state.core.clock.now_ms()).await {
+    match oauth::register(
+        state.core.store.as_ref(),
+        request,
+        state.core.clock.now_ms(),
+    )
+    .await
+    {
         Ok(registered) => {
             tracing::info!(%addr, client = %registered.client_name, "an OAuth client registered");
             (StatusCode::CREATED, no_store(), Json(registered)).into_response()
@@ -647,7 +653,12 @@ async fn check_request(
         .map_err(|e| Refusal::Page(e.page()))?;
     let given = params.get("redirect_uri");
     let redirect_uri = match given {
-        Some(uri) if client.redirect_uris.iter().any(|r| redirect_matches(r, uri)) => {
+        Some(uri)
+            if client
+                .redirect_uris
+                .iter()
+                .any(|r| redirect_matches(r, uri)) =>
+        {
             uri.to_owned()
         }
         Some(_) => {
@@ -742,7 +753,11 @@ fn csrf_token(key: &[u8], r: &AuthRequest, ts: i64) -> String {
         ts.as_str(),
         &r.client.client_id,
         &r.redirect_uri,
-        if r.redirect_uri_given { "given" } else { "registered" },
+        if r.redirect_uri_given {
+            "given"
+        } else {
+            "registered"
+        },
         &r.state,
         &r.code_challenge,
         &r.resource,
@@ -927,8 +942,7 @@ async fn authorize_submit(
         resource,
     };
     let now = state.core.clock.now_ms();
-    match oauth::approve(state.core.store.as_ref(), &r.client, typed, asked, now).await
-    {
+    match oauth::approve(state.core.store.as_ref(), &r.client, typed, asked, now).await {
         Ok(Some(code)) => {
             tracing::info!(%addr, client = %r.client.client_name, "an app was connected with a connect code");
             back(&[("code", code.expose())])

@@ -316,7 +316,11 @@ impl SqliteStore {
         self.read(|c| {
             row(
                 c,
-                concat!("SELECT ", grant_columns!(), " FROM oauth_grants g WHERE g.id = ?1"),
+                concat!(
+                    "SELECT ",
+                    grant_columns!(),
+                    " FROM oauth_grants g WHERE g.id = ?1"
+                ),
                 [id],
                 |r| grant_from_row(r, 0),
             )

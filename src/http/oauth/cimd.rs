@@ -386,12 +386,20 @@ impl Fetcher {
         let parsed = check_url(url)?;
         let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
         let now = Instant::now();
-        if let Some((until, found)) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(url)
+        if let Some((until, found)) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(url)
             && *until > now
         {
             return found.clone();
         }
-        if let Some((until, why)) = self.hosts.lock().unwrap_or_else(|e| e.into_inner()).get(&host)
+        if let Some((until, why)) = self
+            .hosts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&host)
             && *until > now
         {
             return Err(why.clone());
@@ -406,7 +414,10 @@ impl Fetcher {
             Ok((_, keep)) => {
                 let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
                 make_room(&mut cache);
-                cache.insert(url.to_owned(), (now + *keep, fetched.clone().map(|(c, _)| c)));
+                cache.insert(
+                    url.to_owned(),
+                    (now + *keep, fetched.clone().map(|(c, _)| c)),
+                );
             }
             Err(why) => {
                 tracing::warn!(
@@ -596,6 +607,9 @@ mod tests {
         ] {
             assert!(matches!(check_url(bad), Err(Refused::BadUrl(_))), "{bad}");
         }
-        assert!(matches!(check_url("https://10.0.0.1/c.json"), Err(Refused::NotPublic(_))));
+        assert!(matches!(
+            check_url("https://10.0.0.1/c.json"),
+            Err(Refused::NotPublic(_))
+        ));
     }
 }
