@@ -903,6 +903,18 @@ fn access_for(
     (row, answer)
 }
 
+/// What every token-endpoint decision needs besides the request: the
+/// store, the server's refresh key, the resources this server answers to,
+/// the lifetimes and the time.
+#[derive(Clone, Copy)]
+pub struct TokenEndpoint<'a> {
+    pub store: &'a dyn Store,
+    pub key: &'a [u8],
+    pub resources: &'a [String],
+    pub life: Lifetimes,
+    pub now: i64,
+}
+
 /// What an `authorization_code` token request presents.
 #[derive(Debug, Clone, Copy)]
 pub struct CodeExchange<'a> {
@@ -917,14 +929,17 @@ pub struct CodeExchange<'a> {
 /// RFC 6749 §4.1.3), the PKCE verifier, and the same resource when one is
 /// named. A replayed code revokes the grant it created (RFC 6749 §4.1.2).
 pub async fn exchange_code(
-    store: &dyn Store,
-    key: &[u8],
+    at: TokenEndpoint<'_>,
     client: &ClientInfo,
     asked: CodeExchange<'_>,
-    our_resources: &[String],
-    life: Lifetimes,
-    now: i64,
 ) -> std::result::Result<TokenResponse, OAuthError> {
+    let TokenEndpoint {
+        store,
+        key,
+        resources: our_resources,
+        life,
+        now,
+    } = at;
     let CodeExchange {
         code,
         redirect_uri,
@@ -1048,15 +1063,18 @@ pub fn refresh_grant_hint(raw: &str) -> Option<i64> {
 /// database, and the successor is derived from the token, so every one of
 /// several simultaneous requests with one token gets the same successor.
 pub async fn refresh(
-    store: &dyn Store,
-    key: &[u8],
+    at: TokenEndpoint<'_>,
     client: &ClientInfo,
     raw: &str,
     resource: Option<&str>,
-    our_resources: &[String],
-    life: Lifetimes,
-    now: i64,
 ) -> std::result::Result<TokenResponse, OAuthError> {
+    let TokenEndpoint {
+        store,
+        key,
+        resources: our_resources,
+        life,
+        now,
+    } = at;
     check_resource(resource, our_resources)?;
     let invalid = || OAuthError::invalid_grant("the refresh token is not valid");
     if !raw.starts_with(REFRESH_PREFIX) || raw.len() > 200 {

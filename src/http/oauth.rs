@@ -1047,9 +1047,13 @@ async fn token(
             access_ms: state.config.oauth_access_ttl.as_millis() as i64,
             refresh_ms: state.config.oauth_refresh_ttl.as_millis() as i64,
         };
-        let store = state.core.store.as_ref();
-        let key = oauth.refresh_key(&state).await?;
-        let now = state.core.clock.now_ms();
+        let at = oauth::TokenEndpoint {
+            store: state.core.store.as_ref(),
+            key: oauth.refresh_key(&state).await?,
+            resources: &ours,
+            life,
+            now: state.core.clock.now_ms(),
+        };
         match params.get("grant_type") {
             Some("authorization_code") => {
                 let code = params
@@ -1061,7 +1065,7 @@ async fn token(
                     verifier: params.get("code_verifier"),
                     resource: params.get("resource"),
                 };
-                Ok(oauth::exchange_code(store, key, &client, asked, &ours, life, now).await?)
+                Ok(oauth::exchange_code(at, &client, asked).await?)
             }
             Some("refresh_token") => {
                 let raw = params
@@ -1076,7 +1080,7 @@ async fn token(
                     )).into());
                 }
                 let resource = params.get("resource");
-                Ok(oauth::refresh(store, key, &client, raw, resource, &ours, life, now).await?)
+                Ok(oauth::refresh(at, &client, raw, resource).await?)
             }
             Some(_) => Err(OAuthError::new(
                 400,

@@ -502,7 +502,7 @@ impl Fetcher {
             return Err(bad("it must list 1 to 10 redirect_uris"));
         }
         for uri in &doc.redirect_uris {
-            check_redirect_uri(uri).map_err(|why| Refused::BadDocument(why))?;
+            check_redirect_uri(uri).map_err(Refused::BadDocument)?;
         }
         let name = doc
             .client_name
