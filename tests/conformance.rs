@@ -231,35 +231,6 @@ async fn official_conformance_suite_passes() {
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 
-/// The hidden fields of the consent form in `html`.
-fn form_fields(html: &str) -> Vec<(String, String)> {
-    let unescape = |s: &str| {
-        s.replace("&#x2f;", "/")
-            .replace("&#47;", "/")
-            .replace("&quot;", "\"")
-            .replace("&#34;", "\"")
-            .replace("&#39;", "'")
-            .replace("&#x27;", "'")
-            .replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&amp;", "&")
-    };
-    let mut out = Vec::new();
-    for input in html.split("<input").skip(1) {
-        let attr = |name: &str| {
-            let key = format!("{name}=\"");
-            input.find(&key).map(|i| {
-                let rest = &input[i + key.len()..];
-                unescape(&rest[..rest.find('"').unwrap()])
-            })
-        };
-        if attr("type").as_deref() == Some("hidden") {
-            out.push((attr("name").unwrap(), attr("value").unwrap_or_default()));
-        }
-    }
-    out
-}
-
 /// The suite's authorization-server scenarios against the server's own
 /// sign-in: discovery metadata, then a whole authorization-code grant with
 /// PKCE through the consent page (answered with a connect code) to a token.
@@ -333,7 +304,7 @@ async fn authorization_server_scenarios_pass() {
             // approve, and follow the redirect to the suite's callback.
             let page = browser.get(line).send().await.unwrap();
             assert_eq!(page.status(), 200);
-            let mut form = form_fields(&page.text().await.unwrap());
+            let mut form = common::consent::hidden_fields(&page.text().await.unwrap());
             form.push(("connect_code".into(), connect.clone()));
             form.push(("decision".into(), "approve".into()));
             let body = url::form_urlencoded::Serializer::new(String::new())

@@ -80,33 +80,10 @@ impl Answer {
 
     /// The hidden fields of the consent form.
     fn fields(&self) -> HashMap<String, String> {
-        let mut out = HashMap::new();
-        for input in self.body.split("<input").skip(1) {
-            let attr = |name: &str| {
-                let key = format!("{name}=\"");
-                input.find(&key).map(|i| {
-                    let rest = &input[i + key.len()..];
-                    html_unescape(&rest[..rest.find('"').unwrap()])
-                })
-            };
-            if attr("type").as_deref() == Some("hidden") {
-                out.insert(attr("name").unwrap(), attr("value").unwrap_or_default());
-            }
-        }
-        out
+        common::consent::hidden_fields(&self.body)
+            .into_iter()
+            .collect()
     }
-}
-
-fn html_unescape(s: &str) -> String {
-    s.replace("&#x2f;", "/")
-        .replace("&#47;", "/")
-        .replace("&quot;", "\"")
-        .replace("&#34;", "\"")
-        .replace("&#39;", "'")
-        .replace("&#x27;", "'")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&")
 }
 
 impl App {
@@ -322,7 +299,11 @@ async fn python_sdk_oauth_client_does_the_whole_dance() {
             let stopped = s.stop_keeping_files().await;
             let mut db = Vec::new();
             for f in std::fs::read_dir(stopped.path()).unwrap() {
-                db.extend(std::fs::read(f.unwrap().path()).unwrap());
+                // A `-wal` or `-shm` file may go between the listing and
+                // the read (its content is then in the main file).
+                if let Ok(bytes) = std::fs::read(f.unwrap().path()) {
+                    db.extend(bytes);
+                }
             }
             let db = String::from_utf8_lossy(&db);
             let mut secrets: Vec<String> = vec![code.clone()];

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod consent;
 pub mod rest;
 
 use std::collections::HashMap;
