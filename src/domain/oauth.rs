@@ -11,8 +11,10 @@
 //!    one-use authorization code bound to the client, redirect URI and PKCE
 //!    challenge ([`approve`]).
 //! 3. The app redeems the authorization code for an access and a refresh
-//!    token ([`exchange_code`]); refresh tokens rotate on every use and a
-//!    replayed one revokes the grant ([`refresh`]).
+//!    token ([`exchange_code`]); refresh tokens rotate on every use, the one
+//!    just replaced gets the same answer for 30 s, and any other spent one
+//!    revokes the grant ([`refresh`]). A grant's refresh token lives on the
+//!    grant's own row, so storage does not grow with refreshes.
 //! 4. An access token resolves to the same [`Caller`] as a `cr_` token with
 //!    the grant's agent, rooms and flags ([`verify_access`]); revoking the
 //!    agent revokes its grants with its tokens.

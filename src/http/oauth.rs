@@ -10,6 +10,12 @@
 //! `CHATROOM_OAUTH=off` none of this exists. Handlers parse, call
 //! `domain::oauth`, and answer; every refusal is the RFC's error JSON or the
 //! error page, never a `500`, and no code or token is ever logged.
+//!
+//! Anonymous callers are bounded here: registrations, token requests and
+//! wrong connect codes per address (IPv6 by /64, in [`limits`]), refreshes
+//! per grant, and client-metadata fetches (in `cimd`). `/oauth/register`,
+//! `/oauth/token` and `/oauth/revoke` answer CORS preflights for
+//! browser-run clients.
 
 mod cimd;
 mod limits;
