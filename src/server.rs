@@ -141,6 +141,10 @@ fn redact_url(url: &str) -> String {
 /// token check of their route ([`body_guard`]).
 pub fn router(state: AppState) -> Router {
     let mcp = ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::pages::mcp_in_a_browser,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), origin_guard))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .layer(middleware::from_fn_with_state(state.clone(), body_guard))

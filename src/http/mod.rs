@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod oauth;
+pub mod pages;
 pub mod rest;
 pub mod shared;
 pub mod sse;
