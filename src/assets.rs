@@ -95,12 +95,58 @@ pub const SHARED: &[Asset] = &[
     },
 ];
 
-/// `web/ui/`: the dashboard's modules and stylesheet, at `/ui/*`.
+/// `web/ui/`: the dashboard's modules (the entry `app.js` and one per
+/// section) and stylesheet, at `/ui/*`.
 pub const UI: &[Asset] = &[
     Asset {
         path: "/ui/app.js",
         content_type: JS,
         body: include_str!("../web/ui/app.js"),
+    },
+    Asset {
+        path: "/ui/state.js",
+        content_type: JS,
+        body: include_str!("../web/ui/state.js"),
+    },
+    Asset {
+        path: "/ui/conn.js",
+        content_type: JS,
+        body: include_str!("../web/ui/conn.js"),
+    },
+    Asset {
+        path: "/ui/session.js",
+        content_type: JS,
+        body: include_str!("../web/ui/session.js"),
+    },
+    Asset {
+        path: "/ui/layout.js",
+        content_type: JS,
+        body: include_str!("../web/ui/layout.js"),
+    },
+    Asset {
+        path: "/ui/rooms.js",
+        content_type: JS,
+        body: include_str!("../web/ui/rooms.js"),
+    },
+    Asset {
+        path: "/ui/board.js",
+        content_type: JS,
+        body: include_str!("../web/ui/board.js"),
+    },
+    Asset {
+        path: "/ui/chat.js",
+        content_type: JS,
+        body: include_str!("../web/ui/chat.js"),
+    },
+    Asset {
+        path: "/ui/activity.js",
+        content_type: JS,
+        body: include_str!("../web/ui/activity.js"),
+    },
+    Asset {
+        path: "/ui/stream.js",
+        content_type: JS,
+        body: include_str!("../web/ui/stream.js"),
     },
     Asset {
         path: "/ui/app.css",

@@ -64,7 +64,7 @@ async fn shell_and_assets_with_security_headers() {
         .map(|a| a.path.to_owned())
         .collect();
     scripts.sort();
-    assert!(scripts.len() >= 5, "{scripts:?}");
+    assert!(scripts.len() >= 12, "{scripts:?}");
     for script in &scripts {
         let r = get(&format!("{}{script}", s.url), &[]).await;
         assert_eq!(r.status(), 200, "{script}");
@@ -102,7 +102,11 @@ async fn shell_and_assets_with_security_headers() {
                 .trim()
                 .trim_end_matches(';')
                 .trim_matches('\'');
-            let r = get(&format!("{}{from}", s.url), &[]).await;
+            let path = match from.strip_prefix("./") {
+                Some(sibling) => format!("/ui/{sibling}"),
+                None => from.to_owned(),
+            };
+            let r = get(&format!("{}{path}", s.url), &[]).await;
             assert_eq!(r.status(), 200, "{} imports {from}", a.path);
         }
     }
