@@ -1,5 +1,6 @@
-//! The small pages that tell a person where they are: what `/mcp` is, for
-//! whoever opens it in a browser, and the console's page while it is off.
+//! The small pages that tell a person where they are: the bare address
+//! (`/`), what `/mcp` is for whoever opens it in a browser, and the
+//! console's page while it is off.
 //! Each is an askama template on the one base (`templates/pages/`), with
 //! the shared look and nothing else.
 
@@ -72,4 +73,16 @@ struct ConsoleOff;
 /// says how to turn the console on.
 pub fn console_off() -> Response {
     html(StatusCode::NOT_FOUND, ConsoleOff.render())
+}
+
+#[derive(Template)]
+#[template(path = "pages/root.html")]
+struct Root {
+    ui: bool,
+}
+
+/// `GET /`: what this server is and where to go (the dashboard only when
+/// it is on and shown to this request, `ui`).
+pub fn root(ui: bool) -> Response {
+    html(StatusCode::OK, Root { ui }.render())
 }
