@@ -27,6 +27,17 @@ pub struct Asset {
     pub body: &'static str,
 }
 
+/// One entry of an asset table.
+macro_rules! asset {
+    ($path:literal, $content_type:ident, $body:expr) => {
+        Asset {
+            path: $path,
+            content_type: $content_type,
+            body: $body,
+        }
+    };
+}
+
 const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 const SVG: &str = "image/svg+xml";
@@ -48,130 +59,46 @@ pub const SIGNIN_CSS: &str = include_str!("../web/pages/signin.css");
 /// `web/shared/`, served at `/assets/*`: the ES modules every page imports
 /// by these paths, the vendored libraries, the theme and the logo.
 pub const SHARED: &[Asset] = &[
-    Asset {
-        path: "/assets/theme.css",
-        content_type: CSS,
-        body: THEME_CSS,
-    },
-    Asset {
-        path: "/assets/logo.svg",
-        content_type: SVG,
-        body: LOGO_SVG,
-    },
-    Asset {
-        path: "/assets/dom.js",
-        content_type: JS,
-        body: include_str!("../web/shared/dom.js"),
-    },
-    Asset {
-        path: "/assets/time.js",
-        content_type: JS,
-        body: include_str!("../web/shared/time.js"),
-    },
-    Asset {
-        path: "/assets/api.js",
-        content_type: JS,
-        body: include_str!("../web/shared/api.js"),
-    },
-    Asset {
-        path: "/assets/markdown.js",
-        content_type: JS,
-        body: include_str!("../web/shared/markdown.js"),
-    },
-    Asset {
-        path: "/assets/pages.css",
-        content_type: CSS,
-        body: include_str!("../web/pages/pages.css"),
-    },
-    Asset {
-        path: "/assets/vendor/marked.js",
-        content_type: JS,
-        body: MARKED_JS,
-    },
-    Asset {
-        path: "/assets/vendor/purify.js",
-        content_type: JS,
-        body: PURIFY_JS,
-    },
+    asset!("/assets/theme.css", CSS, THEME_CSS),
+    asset!("/assets/logo.svg", SVG, LOGO_SVG),
+    asset!("/assets/dom.js", JS, include_str!("../web/shared/dom.js")),
+    asset!("/assets/time.js", JS, include_str!("../web/shared/time.js")),
+    asset!("/assets/api.js", JS, include_str!("../web/shared/api.js")),
+    asset!(
+        "/assets/markdown.js",
+        JS,
+        include_str!("../web/shared/markdown.js")
+    ),
+    asset!(
+        "/assets/pages.css",
+        CSS,
+        include_str!("../web/pages/pages.css")
+    ),
+    asset!("/assets/vendor/marked.js", JS, MARKED_JS),
+    asset!("/assets/vendor/purify.js", JS, PURIFY_JS),
 ];
 
 /// `web/ui/`: the dashboard's modules (the entry `app.js` and one per
 /// section) and stylesheet, at `/ui/*`.
 pub const UI: &[Asset] = &[
-    Asset {
-        path: "/ui/app.js",
-        content_type: JS,
-        body: include_str!("../web/ui/app.js"),
-    },
-    Asset {
-        path: "/ui/state.js",
-        content_type: JS,
-        body: include_str!("../web/ui/state.js"),
-    },
-    Asset {
-        path: "/ui/conn.js",
-        content_type: JS,
-        body: include_str!("../web/ui/conn.js"),
-    },
-    Asset {
-        path: "/ui/session.js",
-        content_type: JS,
-        body: include_str!("../web/ui/session.js"),
-    },
-    Asset {
-        path: "/ui/layout.js",
-        content_type: JS,
-        body: include_str!("../web/ui/layout.js"),
-    },
-    Asset {
-        path: "/ui/rooms.js",
-        content_type: JS,
-        body: include_str!("../web/ui/rooms.js"),
-    },
-    Asset {
-        path: "/ui/board.js",
-        content_type: JS,
-        body: include_str!("../web/ui/board.js"),
-    },
-    Asset {
-        path: "/ui/chat.js",
-        content_type: JS,
-        body: include_str!("../web/ui/chat.js"),
-    },
-    Asset {
-        path: "/ui/activity.js",
-        content_type: JS,
-        body: include_str!("../web/ui/activity.js"),
-    },
-    Asset {
-        path: "/ui/stream.js",
-        content_type: JS,
-        body: include_str!("../web/ui/stream.js"),
-    },
-    Asset {
-        path: "/ui/app.css",
-        content_type: CSS,
-        body: include_str!("../web/ui/app.css"),
-    },
-    Asset {
-        path: "/ui/favicon.svg",
-        content_type: SVG,
-        body: LOGO_SVG,
-    },
+    asset!("/ui/app.js", JS, include_str!("../web/ui/app.js")),
+    asset!("/ui/state.js", JS, include_str!("../web/ui/state.js")),
+    asset!("/ui/conn.js", JS, include_str!("../web/ui/conn.js")),
+    asset!("/ui/session.js", JS, include_str!("../web/ui/session.js")),
+    asset!("/ui/layout.js", JS, include_str!("../web/ui/layout.js")),
+    asset!("/ui/rooms.js", JS, include_str!("../web/ui/rooms.js")),
+    asset!("/ui/board.js", JS, include_str!("../web/ui/board.js")),
+    asset!("/ui/chat.js", JS, include_str!("../web/ui/chat.js")),
+    asset!("/ui/activity.js", JS, include_str!("../web/ui/activity.js")),
+    asset!("/ui/stream.js", JS, include_str!("../web/ui/stream.js")),
+    asset!("/ui/app.css", CSS, include_str!("../web/ui/app.css")),
+    asset!("/ui/favicon.svg", SVG, LOGO_SVG),
 ];
 
 /// `web/admin/`: the console's script and stylesheet, at `/admin/*`.
 pub const ADMIN: &[Asset] = &[
-    Asset {
-        path: "/admin/app.js",
-        content_type: JS,
-        body: include_str!("../web/admin/app.js"),
-    },
-    Asset {
-        path: "/admin/app.css",
-        content_type: CSS,
-        body: include_str!("../web/admin/app.css"),
-    },
+    asset!("/admin/app.js", JS, include_str!("../web/admin/app.js")),
+    asset!("/admin/app.css", CSS, include_str!("../web/admin/app.css")),
 ];
 
 /// `web/board/`: the parts of the board app's document.
