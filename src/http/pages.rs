@@ -41,6 +41,8 @@ struct McpPage {
     /// The dashboard is on and shown to this request.
     ui: bool,
     oauth: bool,
+    /// This endpoint's URL as the request reached it.
+    url: String,
 }
 
 /// In front of `/mcp`: a browser that opens it (a `GET` asking for
@@ -58,9 +60,15 @@ pub async fn mcp_in_a_browser(State(state): State<AppState>, req: Request, next:
     if !browser {
         return next.run(req).await;
     }
+    let base = super::oauth::base_url(
+        &state.config,
+        h.get(header::HOST).and_then(|v| v.to_str().ok()),
+        super::from_public_side(&state.config, h),
+    );
     let page = McpPage {
         ui: state.config.enable_ui && !super::console_hidden(&state.config, h),
         oauth: state.config.oauth,
+        url: format!("{base}/mcp"),
     };
     html(StatusCode::OK, page.render())
 }
