@@ -179,6 +179,10 @@ pub fn router(state: AppState) -> Router {
         ])
         .max_age(Duration::from_secs(600));
     let mcp = ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::pages::mcp_in_a_browser,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), origin_guard))
         .layer(cors)
         .layer(middleware::from_fn_with_state(state.clone(), require_token))

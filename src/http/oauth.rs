@@ -45,7 +45,7 @@ use crate::domain::oauth::{
 use crate::server::AppState;
 use limits::{Windows, network_of};
 
-const CONSENT_CSS: &str = include_str!("../../templates/oauth/consent.css");
+use crate::assets::SIGNIN_CSS as CONSENT_CSS;
 /// The policy of the consent and error pages: our own stylesheet, nothing
 /// else; never framed (clickjacking a consent button is the classic attack).
 const PAGE_CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; \
