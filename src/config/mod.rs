@@ -60,6 +60,9 @@ pub struct Config {
     pub oauth_access_ttl: Duration,
     /// How long an OAuth refresh token (and so a grant left unused) lives.
     pub oauth_refresh_ttl: Duration,
+    /// Whether a `client_id` that is an `https` URL is fetched as a client
+    /// ID metadata document (`off`: such apps are told to register).
+    pub oauth_cimd: bool,
     pub max_wait: Duration,
     pub max_file_bytes: usize,
     pub prune: bool,
@@ -234,6 +237,7 @@ impl Config {
             oauth_refresh_ttl: Duration::from_secs(
                 v.number::<u64>("CHATROOM_OAUTH_REFRESH_DAYS") * 86_400,
             ),
+            oauth_cimd: v.switch("CHATROOM_OAUTH_CIMD"),
             max_wait: seconds("CHATROOM_MAX_WAIT_S"),
             max_file_bytes,
             prune: v.switch("CHATROOM_PRUNE"),

@@ -331,6 +331,13 @@ pub const SETTINGS: &[Setting] = &[
         number(1, 3_650),
         "days an OAuth refresh token lives; an app unused this long signs in again",
     ),
+    Setting::new(
+        OAuth,
+        "CHATROOM_OAUTH_CIMD",
+        "on",
+        Switch,
+        "look up apps whose client_id is a URL (a client ID metadata document) over outbound HTTPS; off tells them to register",
+    ),
     // --- Limits and housekeeping
     Setting::new(
         Limits,
