@@ -58,7 +58,7 @@ pub async fn launch_at(
     let app = router(state.clone());
     tracing::info!(
         listen = %listener.local_addr()?,
-        database = %redact_url(&state.config.database()),
+        database = %crate::config::redact_url(&state.config.database()),
         host_check = state.config.allowed_hosts.is_some(),
         "chatroom is serving"
     );
@@ -70,9 +70,10 @@ pub async fn launch_at(
         .map(|t| t.is_empty())
         .unwrap_or(false)
     {
+        let admin = admin_command();
         tracing::warn!(
-            "no tokens yet: create a room and mint one, e.g. `chatroom admin add-room lobby` then \
-             `chatroom admin add-token --agent alice --room lobby` (the token is printed once)"
+            "no tokens yet: create a room and mint one, e.g. `{admin} add-room lobby` then \
+             `{admin} add-token --agent alice --room lobby` (the token is printed once)"
         );
     }
     serve(listener, app, state.config.header_read_timeout, shutdown).await;
@@ -141,11 +142,20 @@ async fn serve(
     open_tx.closed().await;
 }
 
-/// Hides the password of a database URL.
-fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://***{}", &url[..s], &url[at..]),
-        _ => url.to_owned(),
+/// How the owner runs an admin command where this server runs: from a
+/// clone through cargo, inside the container through compose, else the binary.
+fn admin_command() -> &'static str {
+    // `cargo run` sets it for the program it runs.
+    if std::env::var_os("CARGO_MANIFEST_DIR").is_some() {
+        if cfg!(debug_assertions) {
+            "cargo run -- admin"
+        } else {
+            "cargo run --release -- admin"
+        }
+    } else if crate::config::in_container() {
+        "docker compose exec chatroom chatroom admin"
+    } else {
+        "chatroom admin"
     }
 }
 

@@ -938,7 +938,7 @@ async fn state_shows_posture_and_counts() {
             pass: Some("hunter2-secret".into()),
             prefix: "home/chat".into(),
             // TLS only where the build has it; the posture must say which.
-            tls: chatroom::mqtt::TLS_BUILT_IN,
+            tls: chatroom::config::TLS_BUILT_IN,
             ha_discovery: false,
         });
     })
@@ -978,7 +978,7 @@ async fn state_shows_posture_and_counts() {
             Some("broker.lan"),
             Some(8883),
             Some("home/chat"),
-            Some(chatroom::mqtt::TLS_BUILT_IN)
+            Some(chatroom::config::TLS_BUILT_IN)
         )
     );
     assert_eq!(m["connected"], false);
