@@ -61,7 +61,7 @@ cleanup() {
 trap cleanup EXIT
 
 [ "$(id -u)" = 0 ] || fail "run as root (it gives ./data to uid 1000, as the guide's sudo chown does)"
-docker info >/dev/null 2>&1 || fail "no Docker engine answers (../shared/docker/setup.sh starts one)"
+docker info >/dev/null 2>&1 || fail "no Docker engine answers (.ci/docker-setup.sh starts one)"
 docker compose version >/dev/null 2>&1 || fail "docker compose v2 is missing"
 for tool in curl python3; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool is needed"
