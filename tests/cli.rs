@@ -251,23 +251,39 @@ async fn one_token_at_a_time() {
     let env = s.cli_env();
     let mint = || async {
         let (code, out, err) = run_cli(
-            &["admin", "add-token", "--agent", "alice", "--room", "lobby", "--json"],
+            &[
+                "admin",
+                "add-token",
+                "--agent",
+                "alice",
+                "--room",
+                "lobby",
+                "--json",
+            ],
             &env,
         )
         .await;
         assert_eq!(code, 0, "{err}");
         let v: Value = serde_json::from_str(out.trim()).unwrap();
-        (v["id"].as_i64().unwrap(), v["token"].as_str().unwrap().to_owned())
+        (
+            v["id"].as_i64().unwrap(),
+            v["token"].as_str().unwrap().to_owned(),
+        )
     };
     let (used_id, used) = mint().await;
     let (idle_id, idle) = mint().await;
     let (leaked_id, leaked) = mint().await;
     s.mcp(&used).call("whoami", json!({})).await;
 
-    let (code, out, err) = run_cli(&["admin", "revoke", "--token", &leaked_id.to_string()], &env).await;
+    let (code, out, err) = run_cli(
+        &["admin", "revoke", "--token", &leaked_id.to_string()],
+        &env,
+    )
+    .await;
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains(&format!("revoked token {leaked_id} of alice")) && out.contains("keeps 2 other"),
+        out.contains(&format!("revoked token {leaked_id} of alice"))
+            && out.contains("keeps 2 other"),
         "{out}"
     );
     let (status, _) = s
@@ -284,10 +300,16 @@ async fn one_token_at_a_time() {
         (vec!["--token", "9999"], "no token 9999"),
         (vec!["--token", "g9999"], "no token g9999"),
         (vec!["--token", "alice"], "not a token id"),
-        (vec!["--token", "1", "--agent", "alice"], "cannot be used with"),
+        (
+            vec!["--token", "1", "--agent", "alice"],
+            "cannot be used with",
+        ),
         (vec![], "--agent"),
     ] {
-        let argv: Vec<&str> = ["admin", "revoke"].into_iter().chain(args.iter().map(|a| &**a)).collect();
+        let argv: Vec<&str> = ["admin", "revoke"]
+            .into_iter()
+            .chain(args.iter().map(|a| &**a))
+            .collect();
         let (code, _, err) = run_cli(&argv, &env).await;
         assert_ne!(code, 0, "{argv:?}");
         assert!(err.contains(says), "{argv:?}: {err}");
@@ -314,7 +336,10 @@ async fn one_token_at_a_time() {
             .unwrap_or_else(|| panic!("no row {id}: {out}"))
             .to_owned()
     };
-    assert!(row(leaked_id).contains("never") && row(leaked_id).contains("revoked"), "{out}");
+    assert!(
+        row(leaked_id).contains("never") && row(leaked_id).contains("revoked"),
+        "{out}"
+    );
     assert!(!row(used_id).contains("never"), "{out}");
 }
 
@@ -344,7 +369,14 @@ async fn quickstart_again_says_it_adds_tokens() {
     };
     let (_, err) = quickstart().await;
     assert!(!err.contains("already has"), "{err}");
-    let first: Vec<i64> = s.store.list_tokens().await.unwrap().iter().map(|t| t.id).collect();
+    let first: Vec<i64> = s
+        .store
+        .list_tokens()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.id)
+        .collect();
     let (out, err) = quickstart().await;
     for agent in ["alice", "bob", "observer"] {
         let id = s
@@ -357,12 +389,20 @@ async fn quickstart_again_says_it_adds_tokens() {
             .unwrap()
             .id;
         assert!(
-            err.contains(&format!("agent {agent} already has 1 active token(s) (id {id})")),
+            err.contains(&format!(
+                "agent {agent} already has 1 active token(s) (id {id})"
+            )),
             "{err}"
         );
     }
-    assert!(err.contains("chatroom admin revoke --token ID") && err.contains("--agents"), "{err}");
-    assert!(out.contains("## alice: in alice's project folder (one more token"), "{out}");
+    assert!(
+        err.contains("chatroom admin revoke --token ID") && err.contains("--agents"),
+        "{err}"
+    );
+    assert!(
+        out.contains("## alice: in alice's project folder (one more token"),
+        "{out}"
+    );
     assert_eq!(s.store.list_tokens().await.unwrap().len(), 6);
 }
 

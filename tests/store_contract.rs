@@ -286,11 +286,26 @@ async fn each_token_its_own_last_use_and_revocation() {
         let of = |id: i64| listed.iter().find(|t| t.id == id).unwrap().clone();
         assert_eq!(of(used).last_used, Some(NOW + 7), "{n}");
         assert_eq!(of(idle).last_used, None, "{n}: never used");
-        assert_eq!(of(idle).last_seen, Some(NOW + 8), "{n}: the agent's presence");
+        assert_eq!(
+            of(idle).last_seen,
+            Some(NOW + 8),
+            "{n}: the agent's presence"
+        );
         assert!(s.revoke_token(idle, NOW + 9).await.unwrap(), "{n}");
         assert!(!s.revoke_token(idle, NOW + 10).await.unwrap(), "{n}: twice");
-        assert!(!s.revoke_token(9_999, NOW).await.unwrap(), "{n}: no such token");
-        assert!(s.token_by_hash("u1").await.unwrap().unwrap().revoked_ts.is_none(), "{n}");
+        assert!(
+            !s.revoke_token(9_999, NOW).await.unwrap(),
+            "{n}: no such token"
+        );
+        assert!(
+            s.token_by_hash("u1")
+                .await
+                .unwrap()
+                .unwrap()
+                .revoked_ts
+                .is_none(),
+            "{n}"
+        );
         assert_eq!(
             s.token_by_hash("u2").await.unwrap().unwrap().revoked_ts,
             Some(NOW + 9),

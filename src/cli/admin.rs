@@ -537,7 +537,9 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 .iter()
                 .filter(|t| t.agent == agent && t.revoked_ts.is_none())
                 .count();
-            println!("revoked token {which} of {agent} ({agent} keeps {others} other active token(s))");
+            println!(
+                "revoked token {which} of {agent} ({agent} keeps {others} other active token(s))"
+            );
         }
         AdminCommand::Revoke { agent, .. } => {
             let agent = agent.unwrap_or_default();
