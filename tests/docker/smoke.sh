@@ -126,7 +126,13 @@ sys.exit("tool error: " + r["content"][0]["text"]) if r.get("isError") else prin
 }
 
 step="checking the compose files"
+# As in a clone: a folder others may enter, and .env readable by the
+# container's uid 1000 but no one else, as GETTING_STARTED.md sets it up
+# for an owner whose uid is not 1000 (root here).
+chmod 0755 "$work"
 cp "$work/.env.example" "$work/.env"
+chgrp 1000 "$work/.env"
+chmod 0640 "$work/.env"
 dc config -q || fail "docker-compose.yml with .env from .env.example"
 dc --profile postgres config --services | grep -x postgres >/dev/null || fail "the postgres profile has no postgres service"
 dc --profile postgres config -q || fail "the postgres profile's config"
@@ -288,7 +294,7 @@ say "doctor: $(sed -E 's/^[[:space:]]+//' <<<"$ui")"
 
 step="COMPOSE_FILE in .env"
 # The tunnel overlay named once, in .env, instead of -f on every command.
-cp "$work/.env" "$work/env.keep"
+cp -p "$work/.env" "$work/env.keep"
 echo "COMPOSE_FILE=docker-compose.yml:docker-compose.cloudflared.yml" >>"$work/.env"
 echo "CLOUDFLARE_TUNNEL_TOKEN=smoke-test-token" >>"$work/.env"
 dc config --services | grep -x cloudflared >/dev/null || fail "compose ignored COMPOSE_FILE in .env"
