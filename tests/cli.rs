@@ -242,6 +242,170 @@ async fn list_tokens_hides_secrets_and_revoke_is_immediate() {
     assert!(out.contains("purged 1"));
 }
 
+/// `list-tokens` shows each token's own last use, so an agent's unused
+/// token stands out; `revoke --token ID` revokes that one alone (at once,
+/// on the running server) and leaves the agent's other tokens working.
+#[tokio::test]
+async fn one_token_at_a_time() {
+    let s = TestServer::start().await;
+    let env = s.cli_env();
+    let mint = || async {
+        let (code, out, err) = run_cli(
+            &[
+                "admin",
+                "add-token",
+                "--agent",
+                "alice",
+                "--room",
+                "lobby",
+                "--json",
+            ],
+            &env,
+        )
+        .await;
+        assert_eq!(code, 0, "{err}");
+        let v: Value = serde_json::from_str(out.trim()).unwrap();
+        (
+            v["id"].as_i64().unwrap(),
+            v["token"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (used_id, used) = mint().await;
+    let (idle_id, idle) = mint().await;
+    let (leaked_id, leaked) = mint().await;
+    s.mcp(&used).call("whoami", json!({})).await;
+
+    let (code, out, err) = run_cli(
+        &["admin", "revoke", "--token", &leaked_id.to_string()],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("revoked token {leaked_id} of alice"))
+            && out.contains("keeps 2 other"),
+        "{out}"
+    );
+    let (status, _) = s
+        .mcp(&leaked)
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(status, 401, "the revoked token is refused at once");
+    s.mcp(&used).call("whoami", json!({})).await;
+    s.mcp(&idle).call("whoami", json!({})).await;
+
+    // Refusals name the id and say why, and change nothing.
+    for (args, says) in [
+        (vec!["--token", &*leaked_id.to_string()], "revoked already"),
+        (vec!["--token", "9999"], "no token 9999"),
+        (vec!["--token", "g9999"], "no token g9999"),
+        (vec!["--token", "alice"], "not a token id"),
+        (
+            vec!["--token", "1", "--agent", "alice"],
+            "cannot be used with",
+        ),
+        (vec![], "--agent"),
+    ] {
+        let argv: Vec<&str> = ["admin", "revoke"]
+            .into_iter()
+            .chain(args.iter().map(|a| &**a))
+            .collect();
+        let (code, _, err) = run_cli(&argv, &env).await;
+        assert_ne!(code, 0, "{argv:?}");
+        assert!(err.contains(says), "{argv:?}: {err}");
+    }
+    s.mcp(&idle).call("whoami", json!({})).await;
+
+    // The last use reaches the database with the presence batch; stopping
+    // the server writes what is pending.
+    let _files = s.stop_keeping_files().await;
+    let (code, out, err) = run_cli(&["admin", "list-tokens", "--json"], &env).await;
+    assert_eq!(code, 0, "{err}");
+    let list: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let of = |id: i64| list.iter().find(|t| t["id"] == id).unwrap().clone();
+    assert!(of(used_id)["last_used"].is_string(), "{out}");
+    assert!(of(idle_id)["last_used"].is_string(), "{out}");
+    assert!(of(leaked_id)["last_used"].is_null(), "never used: {out}");
+    assert!(of(leaked_id)["revoked_ts"].is_string(), "{out}");
+    let (code, out, _) = run_cli(&["admin", "list-tokens"], &env).await;
+    assert_eq!(code, 0);
+    assert!(out.lines().next().unwrap().contains("LAST USED"), "{out}");
+    let row = |id: i64| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(&*id.to_string()))
+            .unwrap_or_else(|| panic!("no row {id}: {out}"))
+            .to_owned()
+    };
+    assert!(
+        row(leaked_id).contains("never") && row(leaked_id).contains("revoked"),
+        "{out}"
+    );
+    assert!(!row(used_id).contains("never"), "{out}");
+}
+
+/// `quickstart` run a second time says that alice, bob and the observer
+/// already had tokens (naming their ids) and how to revoke or rename,
+/// instead of minting more without a word; the first run says nothing of it.
+#[tokio::test]
+async fn quickstart_again_says_it_adds_tokens() {
+    let s = TestServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let quickstart = || async {
+        let out = tokio::process::Command::new(common::binary())
+            .args(["quickstart", "--url", &s.url])
+            .current_dir(dir.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(s.cli_env())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (_, err) = quickstart().await;
+    assert!(!err.contains("already has"), "{err}");
+    let first: Vec<i64> = s
+        .store
+        .list_tokens()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    let (out, err) = quickstart().await;
+    for agent in ["alice", "bob", "observer"] {
+        let id = s
+            .store
+            .list_tokens()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|t| t.agent == agent && first.contains(&t.id))
+            .unwrap()
+            .id;
+        assert!(
+            err.contains(&format!(
+                "agent {agent} already has 1 active token(s) (id {id})"
+            )),
+            "{err}"
+        );
+    }
+    assert!(
+        err.contains("chatroom admin revoke --token ID") && err.contains("--agents"),
+        "{err}"
+    );
+    assert!(
+        out.contains("## alice: in alice's project folder (one more token"),
+        "{out}"
+    );
+    assert_eq!(s.store.list_tokens().await.unwrap().len(), 6);
+}
+
 /// `delete-room` needs `--yes`; with it, the room and its content are gone.
 #[tokio::test]
 async fn delete_room_needs_yes() {

@@ -170,6 +170,15 @@ fn compose_files_pass_the_configuration_through() {
         "published address"
     );
     assert!(compose.contains("- ./data:/data"));
+    // The server reads the .env of this folder itself, mounted read-only
+    // as part of the folder (a bind mount of a missing file would create a
+    // directory in its place); tests/docker/smoke.sh checks what it says.
+    assert!(
+        compose.contains("- ./:/etc/chatroom:ro"),
+        "the folder, read-only"
+    );
+    assert!(compose.contains("CHATROOM_ENV_FILE: /etc/chatroom/.env"));
+    assert!(!compose.contains("- ./.env:"), "never the file alone");
     let named: BTreeSet<String> = env_lines(&repo_file(".env.example"))
         .into_iter()
         .map(|(n, _, _)| n)

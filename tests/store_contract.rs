@@ -256,6 +256,64 @@ async fn tokens_and_presence() {
     }
 }
 
+/// Each token keeps its own last use (a later stamp wins, an older one never
+/// moves it back), apart from its agent's other tokens; one token is revoked
+/// alone, once.
+#[tokio::test]
+async fn each_token_its_own_last_use_and_revocation() {
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let n = b.name;
+        s.create_room(&room("lobby"), NOW).await.unwrap();
+        let used = s
+            .insert_token(&token("u1", "alice", "lobby"), NOW)
+            .await
+            .unwrap();
+        let idle = s
+            .insert_token(&token("u2", "alice", "lobby"), NOW)
+            .await
+            .unwrap();
+        s.save_token_use(&[(used, NOW + 7), (used, NOW + 6)])
+            .await
+            .unwrap();
+        s.save_token_use(&[(used, NOW + 5), (9_999, NOW)])
+            .await
+            .unwrap();
+        s.save_presence(&[("lobby".into(), "alice".into(), NOW + 8)])
+            .await
+            .unwrap();
+        let listed = s.list_tokens().await.unwrap();
+        let of = |id: i64| listed.iter().find(|t| t.id == id).unwrap().clone();
+        assert_eq!(of(used).last_used, Some(NOW + 7), "{n}");
+        assert_eq!(of(idle).last_used, None, "{n}: never used");
+        assert_eq!(
+            of(idle).last_seen,
+            Some(NOW + 8),
+            "{n}: the agent's presence"
+        );
+        assert!(s.revoke_token(idle, NOW + 9).await.unwrap(), "{n}");
+        assert!(!s.revoke_token(idle, NOW + 10).await.unwrap(), "{n}: twice");
+        assert!(
+            !s.revoke_token(9_999, NOW).await.unwrap(),
+            "{n}: no such token"
+        );
+        assert!(
+            s.token_by_hash("u1")
+                .await
+                .unwrap()
+                .unwrap()
+                .revoked_ts
+                .is_none(),
+            "{n}"
+        );
+        assert_eq!(
+            s.token_by_hash("u2").await.unwrap().unwrap().revoked_ts,
+            Some(NOW + 9),
+            "{n}"
+        );
+    }
+}
+
 /// Chat, events and cursors: a message writes its event, mentions and audit
 /// row; cursors advance only when asked.
 #[tokio::test]

@@ -68,6 +68,16 @@ struct FakeModel {
 
 impl FakeModel {
     async fn start(script: Vec<Reply>, fallback: Reply) -> FakeModel {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        FakeModel::start_on(listener, script, fallback)
+    }
+
+    /// The endpoint on `listener` (a port the test chose beforehand).
+    fn start_on(
+        listener: tokio::net::TcpListener,
+        script: Vec<Reply>,
+        fallback: Reply,
+    ) -> FakeModel {
         let state = Arc::new(ModelState {
             script: Mutex::new(script.into()),
             fallback: Mutex::new(fallback),
@@ -77,7 +87,6 @@ impl FakeModel {
         let app = axum::Router::new()
             .route("/v1/chat/completions", axum::routing::post(completions))
             .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
         FakeModel {
@@ -320,6 +329,8 @@ impl Setup {
             ("WORKER_API_KEY", API_KEY),
             ("WORKER_POLL_INTERVAL", "0.2"),
             ("WORKER_MODEL_TIMEOUT", "10"),
+            // Where it keeps its claim across a crash.
+            ("XDG_STATE_HOME", self.s.dir.path().to_str().unwrap()),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -627,33 +638,110 @@ async fn the_hourly_cap_counts_every_call() {
     assert_eq!(t.model.calls().len(), 2);
 }
 
-/// On start it releases the tasks its agent still holds (a crashed run's),
-/// logging their ids, and then works them like any other.
+/// After a crash (SIGKILL during a model call) the next start hands back
+/// the claim that run made, logging its id, and then works it like any
+/// other; a task its agent holds from another session (the same token used
+/// by hand) is left alone, and said so.
 #[tokio::test]
-async fn releases_stale_claims_on_start() {
-    let t = Setup::new(&[], vec![], answer("ok")).await;
-    let running = t.task("left running", json!({})).await;
-    let blocked = t.task("left blocked", json!({})).await;
-    let crashed = t.as_worker();
-    for id in [running, blocked] {
-        let r = crashed.call("claim_task", json!({"task_id": id})).await;
-        assert_eq!(r["claimed"], true);
-    }
-    crashed
-        .call(
-            "update_task",
-            json!({"task_id": blocked, "status": "blocked"}),
-        )
-        .await;
+async fn releases_only_its_own_claims_on_start() {
+    let t = Setup::new(&[], vec![Reply::Hang], answer("ok")).await;
+    let crashed_on = t.task("left by the crash", json!({})).await;
+    let mut crashed = t.worker(&[("WORKER_MODEL_TIMEOUT", "60")]);
+    t.model.wait_calls(1).await;
+    crashed.signal("KILL").await;
+    crashed.exit_code().await;
+    assert_eq!(t.get(crashed_on).await["status"], "in_progress");
+    let by_hand = t.task("held by another session", json!({})).await;
+    let session = t.as_worker();
+    assert_eq!(
+        session
+            .call("claim_task", json!({"task_id": by_hand}))
+            .await["claimed"],
+        true
+    );
+
     let mut w = t.worker(&[]);
-    for id in [running, blocked] {
-        w.wait_line("released a claim left by an earlier run", Some(id))
-            .await;
-        t.wait_status(id, "done").await;
-        let kinds: Vec<String> = t.events(id).await.into_iter().map(|(k, _)| k).collect();
-        let after_crash = kinds.iter().rposition(|k| k == "task_claimed").unwrap();
-        assert_eq!(kinds[after_crash - 1], "task_released", "{kinds:?}");
-    }
+    w.wait_line("released a claim left by an earlier run", Some(crashed_on))
+        .await;
+    let line = w.wait_line("left alone", Some(by_hand)).await;
+    assert!(line.contains("not claimed by this worker"), "{line}");
+    t.wait_status(crashed_on, "done").await;
+    let kinds: Vec<String> = t
+        .events(crashed_on)
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let after_crash = kinds.iter().rposition(|k| k == "task_claimed").unwrap();
+    assert_eq!(kinds[after_crash - 1], "task_released", "{kinds:?}");
+    let held = t.get(by_hand).await;
+    assert_eq!(
+        (held["status"].as_str(), held["assignee"].as_str()),
+        (Some("in_progress"), Some("robot"))
+    );
+    assert!(
+        !w.output()
+            .lines()
+            .any(|l| line_has(l, "released", Some(by_hand))),
+        "{}",
+        w.output()
+    );
+}
+
+/// While the model endpoint does not answer, the worker claims nothing (no
+/// task is taken and handed back, no failure counted) and says which URL
+/// failed and why; once it answers, the waiting task is done at once,
+/// without a cool-down.
+#[tokio::test]
+async fn an_unreachable_model_stops_claiming_until_it_answers() {
+    let t = Setup::new(&[], vec![], answer("ok")).await;
+    // A port nothing listens on, until the endpoint starts there.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let base = format!("http://{addr}/v1");
+    let id = t.task("waits for the model", json!({})).await;
+    let mut w = t.worker(&[
+        ("WORKER_MODEL_BASE_URL", &base),
+        ("WORKER_COOLDOWN_SECONDS", "3600"),
+    ]);
+    let line = w.wait_line("does not answer", None).await;
+    assert!(
+        line.contains(&format!("{base}/chat/completions")),
+        "names the URL: {line}"
+    );
+    assert!(
+        line.to_lowercase().contains("refused"),
+        "names the cause: {line}"
+    );
+    assert!(!line.contains(API_KEY), "{line}");
+    // Five polls later: still not claimed, never handed back. (Nothing
+    // happens to wait for: the worker is meant to do nothing.)
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let task = t.get(id).await;
+    assert_eq!(task["status"], "pending", "{task}");
+    assert!(
+        !t.events(id)
+            .await
+            .iter()
+            .any(|(k, _)| k == "task_claimed" || k == "task_released"),
+        "{:?}",
+        t.events(id).await
+    );
+    assert_eq!(
+        w.output().matches("does not answer").count(),
+        1,
+        "logged once: {}",
+        w.output()
+    );
+    let model = FakeModel::start_on(
+        tokio::net::TcpListener::bind(addr).await.unwrap(),
+        vec![],
+        answer("done now"),
+    );
+    t.wait_status(id, "done").await;
+    w.wait_line("answers again", None).await;
+    assert_eq!(model.calls().len(), 1);
 }
 
 /// A matching task behind more than a page of non-matching ones is found.

@@ -130,10 +130,15 @@ enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke every token of an agent.
+    /// Revoke every token of an agent (--agent), or one token (--token).
     Revoke {
+        /// Every token of this agent, its OAuth apps included.
+        #[arg(long, required_unless_present = "token", conflicts_with = "token")]
+        agent: Option<String>,
+        /// One token, by the ID `list-tokens` shows (7, or g7 for an OAuth
+        /// app); the agent's other tokens keep working.
         #[arg(long)]
-        agent: String,
+        token: Option<tokens::TokenRef>,
     },
     /// Delete tokens revoked more than N days ago.
     PurgeTokens {
@@ -462,9 +467,12 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 }
                 println!("{}", serde_json::to_string_pretty(&all)?);
             } else {
+                // Each token's own last use (to the minute), not its agent's:
+                // of an agent's several tokens, a forgotten or leaked one
+                // shows up as never used, or used when its owner was not.
                 println!(
                     "{:<5} {:<20} {:<20} {:<28} {:<24} STATE",
-                    "ID", "AGENT", "ROOM", "FLAGS", "LAST SEEN"
+                    "ID", "AGENT", "ROOM", "FLAGS", "LAST USED"
                 );
                 for t in list {
                     let mut flags = Vec::new();
@@ -492,7 +500,7 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                         t.agent,
                         room,
                         flags.join(","),
-                        t.last_seen.map(fmt_ts).unwrap_or_else(|| "never".into()),
+                        t.last_used.map(fmt_ts).unwrap_or_else(|| "never".into()),
                     );
                 }
                 for g in grants {
@@ -527,7 +535,22 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 }
             }
         }
-        AdminCommand::Revoke { agent } => {
+        AdminCommand::Revoke {
+            token: Some(which), ..
+        } => {
+            let agent = tokens::revoke_one(store.as_ref(), which).await?;
+            let others = store
+                .list_tokens()
+                .await?
+                .iter()
+                .filter(|t| t.agent == agent && t.revoked_ts.is_none())
+                .count();
+            println!(
+                "revoked token {which} of {agent} ({agent} keeps {others} other active token(s))"
+            );
+        }
+        AdminCommand::Revoke { agent, .. } => {
+            let agent = agent.unwrap_or_default();
             let n = tokens::revoke(store.as_ref(), &agent).await?;
             if n == 0 {
                 eprintln!("agent {agent:?} has no active token");

@@ -953,6 +953,8 @@ fn plan(src: &Source, off: &Offsets) -> Plan {
                 "skills": Vec::<String>::new(),
                 "created_ts": t.created_ts,
                 "revoked_ts": t.revoked_ts,
+                // ChatRoomMCP keeps last_seen per token: each token's own last use.
+                "last_used_ts": t.last_seen,
             })
         })
         .collect();

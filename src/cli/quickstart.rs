@@ -3,7 +3,8 @@
 //! read-only one for an observer, and prints what to paste for each: the
 //! `claude mcp add` line, the hook's settings, the watcher and the
 //! dashboard, all built from the URL agents will use (`CHATROOM_LAN_URL`,
-//! else `CHATROOM_PUBLIC_URL`, else the listen address).
+//! else `CHATROOM_PUBLIC_URL`, else the listen address). Run again, it
+//! says which agents already had tokens rather than minting more silently.
 
 use std::process::ExitCode;
 
@@ -95,6 +96,35 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
             tokens::mint(store.as_ref(), grant).await
         }
     };
+    // A second run (or names taken earlier) mints more tokens for agents
+    // that have some: said plainly, with the way out, never silently.
+    let existing = store.list_tokens().await?;
+    let mut names = args.agents.clone();
+    names.push(args.observer.clone());
+    let mut already = Vec::new();
+    for name in &names {
+        let ids: Vec<String> = existing
+            .iter()
+            .filter(|t| t.agent == *name && t.revoked_ts.is_none())
+            .map(|t| t.id.to_string())
+            .collect();
+        if !ids.is_empty() {
+            eprintln!(
+                "chatroom: agent {name} already has {} active token(s) (id {}); this adds one more, \
+                 and the older ones keep working",
+                ids.len(),
+                ids.join(", ")
+            );
+            already.push(name.clone());
+        }
+    }
+    if !already.is_empty() {
+        eprintln!(
+            "chatroom: revoke one you no longer use with `chatroom admin revoke --token ID` \
+             (`chatroom admin list-tokens` shows each one's last use), or pick new names \
+             with --agents NAME,NAME and --observer NAME"
+        );
+    }
     let room = &args.room;
     println!("# chatroom quickstart: room {room} at {base}");
     println!("# Tokens are shown once; only their SHA-256 is stored.");
@@ -102,7 +132,12 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
         let (secret, _) = mint(agent.clone(), false).await?;
         let token = secret.expose();
         println!();
-        println!("## {agent}: in {agent}'s project folder");
+        let again = if already.contains(agent) {
+            " (one more token; its older ones still work)"
+        } else {
+            ""
+        };
+        println!("## {agent}: in {agent}'s project folder{again}");
         println!(
             "claude mcp add --transport http chatroom-{room} {base}/mcp --header \"Authorization: Bearer {token}\""
         );
@@ -112,7 +147,15 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
     }
     let (secret, _) = mint(args.observer.clone(), true).await?;
     println!();
-    println!("## {}: read-only, for the dashboard", args.observer);
+    println!(
+        "## {}: read-only, for the dashboard{}",
+        args.observer,
+        if already.contains(&args.observer) {
+            " (one more token; its older ones still work)"
+        } else {
+            ""
+        }
+    );
     println!("# open {base}/ui and paste: {}", secret.expose());
     println!();
     println!("# hook settings (.claude/settings.json of each agent's project):");

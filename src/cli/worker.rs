@@ -9,6 +9,7 @@
 //! the loop itself is [`Worker`].
 
 mod board;
+mod claims;
 mod model;
 mod pacing;
 mod settings;
@@ -23,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use board::{Board, BoardError, BoardTask, Me};
-use model::Model;
+use claims::{Claim, ClaimFile};
+use model::{Model, ModelError};
 use pacing::{AfterFailure, CallCap, Failures};
 use settings::Settings;
 
@@ -34,9 +36,14 @@ to another agent; sends each to the model with the task framed as data, not
 instructions; and submits the answer with submit_result. A failed call, an empty
 answer or one over 20,000 characters releases the task; a failed task cools
 down; after WORKER_MAX_FAILURES failures the worker posts a note on it and stops
-retrying it. On start it releases the claims an earlier run left behind. Ctrl+C
-or SIGTERM exits 0, handing back a task in flight. It works in the token's
-default room. Run one worker per agent name.
+retrying it. It claims nothing while the model endpoint does not answer (it
+checks before claiming, and says which URL failed and why), and a task handed
+back because the endpoint went away does not count as the task's failure.
+It keeps the claim it holds in $XDG_STATE_HOME/chatroom (else
+~/.local/state/chatroom), so that after a crash the next start hands back that
+claim, and no task its agent holds from another session. Ctrl+C or SIGTERM
+exits 0, handing back a task in flight. It works in the token's default room.
+Run one worker per agent name.
 
 Environment (a .env file in the working directory is read too):
   CHATROOM_URL                the board's base URL, without /mcp
@@ -106,7 +113,8 @@ pub async fn run(_args: WorkerArgs) -> anyhow::Result<ExitCode> {
         max_calls_per_hour = settings.max_calls_per_hour,
         "worker starting"
     );
-    let worker = Worker::start(board, model, pacing, shutdown).await?;
+    let claims = ClaimFile::locate(&settings.mcp_url, settings.board_token.expose());
+    let worker = Worker::start(board, model, pacing, claims, shutdown).await?;
     worker.run().await;
     Ok(ExitCode::SUCCESS)
 }
@@ -183,10 +191,21 @@ pub struct Worker {
     model: Model,
     me: Me,
     pacing: Pacing,
+    /// The claim held, on disk for the next run after a crash.
+    claims: ClaimFile,
     shutdown: CancellationToken,
     /// Set while waiting at the cap, so the wait is logged once.
     capped: bool,
+    /// When the model endpoint last answered (a probe or a call).
+    model_answered: Option<Instant>,
+    /// Why the endpoint does not answer, as last logged (logged again only
+    /// when it changes).
+    model_down: Option<String>,
 }
+
+/// How long an answer from the model endpoint stands for "it is up": a
+/// claim after a longer quiet is preceded by a probe.
+const MODEL_FRESH: Duration = Duration::from_secs(60);
 
 /// What one task's turn ended with.
 #[derive(PartialEq, Eq)]
@@ -201,6 +220,7 @@ impl Worker {
         board: Board,
         model: Model,
         pacing: Pacing,
+        claims: ClaimFile,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Worker> {
         let me = board
@@ -213,21 +233,33 @@ impl Worker {
             );
         }
         info!(agent = %me.agent, room = %me.room, skills = ?me.skills, "signed in to the board");
+        if claims.path().is_none() {
+            warn!(
+                "no state directory (XDG_STATE_HOME or HOME): a claim left by a crash is not \
+                 handed back on the next start, only when its lease runs out"
+            );
+        }
         let worker = Worker {
             board,
             model,
             me,
             pacing,
+            claims,
             shutdown,
             capped: false,
+            model_answered: None,
+            model_down: None,
         };
-        worker.release_stale().await?;
+        worker.release_left_claim().await?;
         Ok(worker)
     }
 
-    /// Every task still held under this agent's name was left by an earlier
-    /// run (one worker per agent name): hand each back.
-    async fn release_stale(&self) -> anyhow::Result<()> {
+    /// Hands back the claim an earlier run of this worker left (a crash),
+    /// if its task is still held at the version that claim gave it. Other
+    /// tasks held under this agent's name belong to another session of the
+    /// same agent: they are left alone, and said so.
+    async fn release_left_claim(&self) -> anyhow::Result<()> {
+        let left = self.claims.read();
         for status in ["in_progress", "blocked"] {
             let held = self
                 .board
@@ -235,11 +267,24 @@ impl Worker {
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot list the tasks this agent holds: {e}"))?;
             for task in held {
+                let ours = Some(Claim {
+                    task_id: task.id,
+                    version: task.version,
+                });
+                if left != ours {
+                    info!(
+                        task_id = task.id,
+                        title = %printable(&task.title),
+                        agent = %self.me.agent,
+                        "left alone: held by this agent, but not claimed by this worker"
+                    );
+                    continue;
+                }
                 match self
                     .board
                     .release(
                         task.id,
-                        "released by chatroom worker on start: a claim left by an earlier run",
+                        "released by chatroom worker on start: its earlier run claimed it and stopped without finishing",
                     )
                     .await
                 {
@@ -253,7 +298,52 @@ impl Worker {
                 }
             }
         }
+        self.claims.clear();
         Ok(())
+    }
+
+    /// Whether the model endpoint answers: known from the last minute, or
+    /// probed now. A change either way is logged once.
+    async fn model_ready(&mut self) -> bool {
+        if self
+            .model_answered
+            .is_some_and(|t| t.elapsed() < MODEL_FRESH)
+        {
+            return true;
+        }
+        match self.model.probe().await {
+            Ok(()) => {
+                self.model_answered = Some(Instant::now());
+                if self.model_down.take().is_some() {
+                    info!(endpoint = %self.model.shown_url(), "the model endpoint answers again; claiming tasks");
+                }
+                true
+            }
+            Err(e) => {
+                self.model_unreachable(&e);
+                false
+            }
+        }
+    }
+
+    /// Notes that the endpoint did not answer (logging why once per cause);
+    /// the next claim waits for a probe that succeeds.
+    fn model_unreachable(&mut self, e: &ModelError) {
+        self.model_answered = None;
+        let cause = match e {
+            ModelError::Status(code @ (401 | 403)) => {
+                format!("HTTP {code}: the endpoint refuses WORKER_API_KEY")
+            }
+            other => other.cause(),
+        };
+        if self.model_down.as_deref() != Some(&cause) {
+            warn!(
+                endpoint = %self.model.shown_url(),
+                %cause,
+                "the model endpoint does not answer; not claiming tasks until it does"
+            );
+            self.model_down = Some(cause);
+        }
     }
 
     /// Works until shut down.
@@ -315,8 +405,9 @@ impl Worker {
     }
 
     /// Reads every pending task and claims the best one it may take:
-    /// highest priority first, then the oldest.
-    async fn claim_next(&self) -> Result<Option<BoardTask>, BoardError> {
+    /// highest priority first, then the oldest. Nothing is claimed while
+    /// the model endpoint does not answer.
+    async fn claim_next(&mut self) -> Result<Option<BoardTask>, BoardError> {
         let now = Instant::now();
         let mut candidates: Vec<BoardTask> = self
             .board
@@ -326,16 +417,26 @@ impl Worker {
             .filter(|t| self.may_take(t, now))
             .collect();
         candidates.sort_by_key(|t| (Reverse(priority_rank(&t.priority)), t.id));
+        if candidates.is_empty() || !self.model_ready().await {
+            return Ok(None);
+        }
         for task in candidates {
             if self.shutdown.is_cancelled() {
                 return Ok(None);
             }
             match self.board.claim(task.id, self.pacing.lease_seconds).await {
-                Ok(None) => {
+                Ok(Ok(version)) => {
                     info!(task_id = task.id, title = %printable(&task.title), "claimed");
+                    let claim = Claim {
+                        task_id: task.id,
+                        version,
+                    };
+                    if let Err(e) = self.claims.hold(claim) {
+                        warn!(error = %e, "cannot keep the claim on disk; after a crash it waits for its lease");
+                    }
                     return Ok(Some(task));
                 }
-                Ok(Some(reason)) => {
+                Ok(Err(reason)) => {
                     debug!(task_id = task.id, reason = %printable(&reason), "claim refused")
                 }
                 Err(BoardError::Refused { code, message, .. }) if code == "rate_limited" => {
@@ -355,8 +456,15 @@ impl Worker {
         Ok(None)
     }
 
-    /// Asks the model about a claimed task and submits or releases it.
+    /// Asks the model about a claimed task and submits or releases it; the
+    /// claim is forgotten on disk once the task is no longer held.
     async fn work(&mut self, task: BoardTask) -> Turn {
+        let turn = self.attempt(task).await;
+        self.claims.clear();
+        turn
+    }
+
+    async fn attempt(&mut self, task: BoardTask) -> Turn {
         // Every attempt counts against the cap, whatever becomes of it.
         self.pacing.cap.record(Instant::now());
         let outcome = tokio::select! {
@@ -375,6 +483,23 @@ impl Worker {
             }
             return Turn::Stop;
         };
+        if let Err(e @ ModelError::Unreachable(_)) = &outcome {
+            // The endpoint's fault, not the task's: handed back, no failure
+            // counted, and no claim until a probe succeeds.
+            self.model_unreachable(e);
+            match self
+                .board
+                .release(task.id, &format!("chatroom worker: {e}"))
+                .await
+            {
+                Ok(_) => info!(task_id = task.id, reason = %e, "released"),
+                Err(err) => warn!(task_id = task.id, error = %err, "cannot release the task"),
+            }
+            return Turn::Done;
+        }
+        if !matches!(outcome, Err(ModelError::Timeout)) {
+            self.model_answered = Some(Instant::now());
+        }
         let failure = match outcome {
             Ok(answer) => match self.board.submit(task.id, &answer).await {
                 Ok(()) => {

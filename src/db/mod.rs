@@ -118,6 +118,7 @@ pub const TABLES: &[Table] = {
                 ("skills", List),
                 ("created_ts", Int),
                 ("revoked_ts", Int),
+                ("last_used_ts", Int),
             ],
         },
         Table {

@@ -210,6 +210,7 @@ fn token_from_row(r: &PgRow) -> TokenRecord {
         created_ts: r.get("created_ts"),
         revoked_ts: r.get("revoked_ts"),
         last_seen: r.try_get("last_seen").unwrap_or(None),
+        last_used: r.get("last_used_ts"),
     }
 }
 
@@ -708,6 +709,17 @@ impl Store for PostgresStore {
         Ok(done?.rows_affected())
     }
 
+    async fn revoke_token(&self, id: i64, now: i64) -> Result<bool> {
+        let done =
+            sqlx::query("UPDATE tokens SET revoked_ts = $2 WHERE id = $1 AND revoked_ts IS NULL")
+                .bind(id)
+                .bind(now)
+                .execute(&self.pool)
+                .await;
+        self.cache.changed("tokens");
+        Ok(done?.rows_affected() == 1)
+    }
+
     async fn purge_tokens(&self, revoked_before: i64) -> Result<u64> {
         let done =
             sqlx::query("DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1")
@@ -779,6 +791,28 @@ impl Store for PostgresStore {
         )
         .bind(rooms)
         .bind(agents)
+        .bind(ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn save_token_use(&self, used: &[(i64, i64)]) -> Result<()> {
+        if used.is_empty() {
+            return Ok(());
+        }
+        // In id order, for the same reason as presence above. The cache
+        // trigger ignores this column (migration 0007): replicas keep their
+        // tokens.
+        let mut rows = used.to_vec();
+        rows.sort_by_key(|&(id, ts)| (id, std::cmp::Reverse(ts)));
+        rows.dedup_by_key(|r| r.0);
+        let (ids, ts): (Vec<i64>, Vec<i64>) = rows.into_iter().unzip();
+        sqlx::query(
+            "UPDATE tokens t SET last_used_ts = GREATEST(t.last_used_ts, u.ts) \
+             FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, ts) WHERE t.id = u.id",
+        )
+        .bind(ids)
         .bind(ts)
         .execute(&self.pool)
         .await?;

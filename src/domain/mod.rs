@@ -107,6 +107,7 @@ impl Core {
                 Error::not_found(format!("room {name:?} does not exist (any more)"))
             })?;
         self.presence.touch(name, &caller.agent);
+        self.presence.used(caller.token_id);
         Ok(room)
     }
 
@@ -115,6 +116,7 @@ impl Core {
     /// list); calls that act on a room are marked by [`Core::room`].
     pub fn seen(&self, caller: &Caller) {
         self.presence.touch(&caller.room, &caller.agent);
+        self.presence.used(caller.token_id);
     }
 
     /// Refuses a write by a read-only (observer) token.

@@ -262,8 +262,12 @@ pub struct TokenRecord {
     pub created_ts: i64,
     #[serde(with = "crate::clock::ts_opt")]
     pub revoked_ts: Option<i64>,
+    /// When the agent was last seen, with any of its tokens (presence).
     #[serde(with = "crate::clock::ts_opt")]
     pub last_seen: Option<i64>,
+    /// When this token itself was last used, to the minute (`None`: never).
+    #[serde(with = "crate::clock::ts_opt")]
+    pub last_used: Option<i64>,
 }
 
 /// A token to store; `hash` is the SHA-256 of the raw token.

@@ -50,6 +50,9 @@ pub trait Store: Send + Sync + 'static {
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>>;
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>>;
     async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64>;
+    /// Revokes the token with `id`; `false` when there is none or it was
+    /// revoked already.
+    async fn revoke_token(&self, id: i64, now: i64) -> Result<bool>;
     async fn purge_tokens(&self, revoked_before: i64) -> Result<u64>;
     async fn members(&self, room: &str) -> Result<Vec<Member>>;
     /// The agents (lowercase, each once) of live tokens that can read
@@ -57,6 +60,8 @@ pub trait Store: Send + Sync + 'static {
     /// all-rooms tokens. Only they are indexed as mentioned there.
     async fn room_agents(&self, room: &str) -> Result<Vec<String>>;
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()>;
+    /// Records `(token id, ts)` as each token's last use (a later one kept).
+    async fn save_token_use(&self, used: &[(i64, i64)]) -> Result<()>;
 
     // Chat
     /// Posts `body` by the record's actor; the record's mentions are the message's.

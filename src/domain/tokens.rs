@@ -69,6 +69,7 @@ pub async fn mint(store: &dyn Store, grant: Grant) -> Result<(Secret, TokenRecor
         created_ts: now,
         revoked_ts: None,
         last_seen: None,
+        last_used: None,
     };
     Ok((secret, record))
 }
@@ -94,6 +95,79 @@ pub async fn verify(store: &dyn Store, raw: &str) -> Result<Option<Caller>> {
 pub async fn revoke(store: &dyn Store, agent: &str) -> Result<u64> {
     Ok(store.revoke_agent(agent, now_ms()).await?
         + store.oauth_revoke_agent(agent, now_ms()).await?)
+}
+
+/// One token as `chatroom admin list-tokens` names it: `7` for a minted
+/// token, `g7` for an OAuth app's grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRef {
+    Token(i64),
+    Grant(i64),
+}
+
+impl std::str::FromStr for TokenRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<TokenRef, String> {
+        let s = s.trim();
+        let (make, digits): (fn(i64) -> TokenRef, &str) = match s.strip_prefix(['g', 'G']) {
+            Some(rest) => (TokenRef::Grant, rest),
+            None => (TokenRef::Token, s),
+        };
+        match digits.parse::<i64>() {
+            Ok(id) if id > 0 && digits.bytes().all(|b| b.is_ascii_digit()) => Ok(make(id)),
+            _ => Err(format!(
+                "{s:?} is not a token id: use the ID column of `chatroom admin list-tokens` (7, or g7 for an OAuth app)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for TokenRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenRef::Token(id) => write!(f, "{id}"),
+            TokenRef::Grant(id) => write!(f, "g{id}"),
+        }
+    }
+}
+
+/// Revokes the one token `which`, leaving the agent's others alone; returns
+/// the agent it belonged to. Unknown or already revoked: refused, saying which.
+pub async fn revoke_one(store: &dyn Store, which: TokenRef) -> Result<String> {
+    let now = now_ms();
+    let (agent, revoked_ts) = match which {
+        TokenRef::Token(id) => store
+            .list_tokens()
+            .await?
+            .into_iter()
+            .find(|t| t.id == id)
+            .map(|t| (t.agent, t.revoked_ts)),
+        TokenRef::Grant(id) => store
+            .oauth_list_grants()
+            .await?
+            .into_iter()
+            .find(|g| g.id == id)
+            .map(|g| (g.agent, g.revoked_ts)),
+    }
+    .ok_or_else(|| {
+        Error::not_found(format!(
+            "there is no token {which} (chatroom admin list-tokens shows the ids)"
+        ))
+    })?;
+    let done = match revoked_ts {
+        Some(_) => false,
+        None => match which {
+            TokenRef::Token(id) => store.revoke_token(id, now).await?,
+            TokenRef::Grant(id) => store.oauth_revoke_grant(id, now).await?,
+        },
+    };
+    if !done {
+        return Err(Error::conflict(format!(
+            "token {which} of {agent} is revoked already"
+        )));
+    }
+    Ok(agent)
 }
 
 /// Deletes tokens revoked more than `days` ago; returns how many.

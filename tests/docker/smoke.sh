@@ -61,7 +61,7 @@ cleanup() {
 trap cleanup EXIT
 
 [ "$(id -u)" = 0 ] || fail "run as root (it gives ./data to uid 1000, as the guide's sudo chown does)"
-docker info >/dev/null 2>&1 || fail "no Docker engine answers (../shared/docker/setup.sh starts one)"
+docker info >/dev/null 2>&1 || fail "no Docker engine answers (.ci/docker-setup.sh starts one)"
 docker compose version >/dev/null 2>&1 || fail "docker compose v2 is missing"
 for tool in curl python3; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool is needed"
@@ -126,7 +126,13 @@ sys.exit("tool error: " + r["content"][0]["text"]) if r.get("isError") else prin
 }
 
 step="checking the compose files"
+# As in a clone: a folder others may enter, and .env readable by the
+# container's uid 1000 but no one else, as GETTING_STARTED.md sets it up
+# for an owner whose uid is not 1000 (root here).
+chmod 0755 "$work"
 cp "$work/.env.example" "$work/.env"
+chgrp 1000 "$work/.env"
+chmod 0640 "$work/.env"
 dc config -q || fail "docker-compose.yml with .env from .env.example"
 dc --profile postgres config --services | grep -x postgres >/dev/null || fail "the postgres profile has no postgres service"
 dc --profile postgres config -q || fail "the postgres profile's config"
@@ -256,3 +262,51 @@ wait_log 30 'chown 1000:1000'
 line=$(dc logs --no-color chatroom | grep -F 'chown 1000:1000' | sed -n 1p)
 grep -qF '/data' <<<"$line" || fail "the message does not name the folder: $line"
 say "docker compose logs: ${line#*| }"
+
+step="a misspelt CHATROOM_ variable in .env"
+# The server reads the mounted .env itself (CHATROOM_ENV_FILE), so a name
+# it does not know is warned about in the logs instead of dropped unseen.
+dc down >/dev/null 2>&1
+chown 1000:1000 "$work/data"
+echo "CHATROOM_LGO=debug" >>"$work/.env"
+dc up -d >/dev/null 2>&1
+s=$(wait_healthy 60)
+from=$SECONDS
+until dc logs --no-color chatroom 2>&1 | grep -F CHATROOM_LGO >/dev/null; do
+  [ $((SECONDS - from)) -lt 15 ] ||
+    fail "no warning about CHATROOM_LGO in docker compose logs: the server does not read the .env mounted at /etc/chatroom/.env (CHATROOM_ENV_FILE)"
+  sleep 1
+done
+line=$(dc logs --no-color chatroom | grep -F CHATROOM_LGO | sed -n 1p)
+say "docker compose logs: ${line#*| }"
+sed -i '/^CHATROOM_LGO=/d' "$work/.env"
+
+step="docker compose exec chatroom chatroom doctor"
+# CHATROOM_ENABLE_UI=on is a live line of .env (set above): compose passes
+# it as environment, and doctor, finding the same value in the file, names
+# the file as its source.
+doctor=$(dc exec -T chatroom chatroom doctor 2>&1 || true)
+ui=$(grep -F CHATROOM_ENABLE_UI <<<"$doctor" | sed -n 1p)
+grep -qF '.env' <<<"$ui" ||
+  fail "doctor does not name .env as the source of CHATROOM_ENABLE_UI: ${ui:-no line for it}; doctor said:
+$doctor"
+say "doctor: $(sed -E 's/^[[:space:]]+//' <<<"$ui")"
+
+step="COMPOSE_FILE in .env"
+# The tunnel overlay named once, in .env, instead of -f on every command.
+cp -p "$work/.env" "$work/env.keep"
+echo "COMPOSE_FILE=docker-compose.yml:docker-compose.cloudflared.yml" >>"$work/.env"
+echo "CLOUDFLARE_TUNNEL_TOKEN=smoke-test-token" >>"$work/.env"
+dc config --services | grep -x cloudflared >/dev/null || fail "compose ignored COMPOSE_FILE in .env"
+mv "$work/env.keep" "$work/.env"
+say "COMPOSE_FILE in .env brings in the tunnel overlay"
+
+step="no .env at all"
+# Compose runs without one, the mount of this folder does not create one,
+# and the server starts on its defaults.
+dc down >/dev/null 2>&1
+rm "$work/.env"
+CHATROOM_PORT=0 dc up -d >/dev/null 2>&1 || fail "docker compose up -d without a .env"
+s=$(wait_healthy 60)
+[ ! -e "$work/.env" ] || fail "starting without .env left something at ./.env ($(stat -c %F "$work/.env"))"
+say "healthy after $s s without a .env; none was created"

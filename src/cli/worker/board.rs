@@ -35,6 +35,8 @@ pub struct BoardTask {
     pub priority: String,
     #[serde(default)]
     pub created_by: String,
+    #[serde(default)]
+    pub version: i64,
 }
 
 /// Who the worker is on the board (from `whoami`).
@@ -166,9 +168,14 @@ impl Board {
         }
     }
 
-    /// Claims task `id`; `Ok(None)` when it is ours, `Ok(Some(reason))`
-    /// when the board said no (someone was faster, say).
-    pub async fn claim(&self, id: i64, lease_seconds: i64) -> Result<Option<String>, BoardError> {
+    /// Claims task `id`; `Ok(Ok(version))` when it is ours (the task's
+    /// version after the claim), `Ok(Err(reason))` when the board said no
+    /// (someone was faster, say).
+    pub async fn claim(
+        &self,
+        id: i64,
+        lease_seconds: i64,
+    ) -> Result<Result<i64, String>, BoardError> {
         let v = self
             .call(
                 "claim_task",
@@ -176,9 +183,9 @@ impl Board {
             )
             .await?;
         if v["claimed"] == json!(true) {
-            Ok(None)
+            Ok(Ok(v["task"]["version"].as_i64().unwrap_or(0)))
         } else {
-            Ok(Some(v["reason"].as_str().unwrap_or("refused").to_owned()))
+            Ok(Err(v["reason"].as_str().unwrap_or("refused").to_owned()))
         }
     }
 

@@ -28,8 +28,11 @@ const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 pub enum ModelError {
     #[error("the model call timed out")]
     Timeout,
+    /// Connecting failed: the endpoint is down, or not where the URL says.
+    /// Shown without its cause (which `ModelError::cause` gives, for the
+    /// log), since the text may reach the board.
     #[error("the model endpoint could not be reached")]
-    Unreachable,
+    Unreachable(String),
     #[error("the model endpoint answered HTTP {0}")]
     Status(u16),
     #[error("the model endpoint's answer was not a chat completion")]
@@ -39,6 +42,20 @@ pub enum ModelError {
     #[error("the model's answer is {0} characters, over the result limit of 20,000")]
     TooLong(usize),
 }
+
+impl ModelError {
+    /// What went wrong underneath, for the worker's own log.
+    pub fn cause(&self) -> String {
+        match self {
+            ModelError::Unreachable(cause) => cause.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// How long connecting to the endpoint may take: a host that does not
+/// answer is told from a slow model in seconds, not after the call's timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A client of one chat-completions endpoint and model.
 pub struct Model {
@@ -68,6 +85,7 @@ impl Model {
         };
         let http = reqwest::Client::builder()
             .timeout(timeout)
+            .connect_timeout(CONNECT_TIMEOUT)
             // A redirect could carry the key to another host or downgrade to http.
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("chatroom-worker/", env!("CARGO_PKG_VERSION")))
@@ -78,6 +96,47 @@ impl Model {
             name,
             auth,
         })
+    }
+
+    /// The endpoint as the log may show it: without user, password, query
+    /// or fragment (where a careless URL carries a key).
+    pub fn shown_url(&self) -> String {
+        match reqwest::Url::parse(&self.url) {
+            Ok(mut u) => {
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+                u.set_query(None);
+                u.set_fragment(None);
+                u.to_string()
+            }
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Whether the endpoint answers at all, before a task is claimed for
+    /// it: `GET …/models` beside `/chat/completions`. Any HTTP answer shows
+    /// a server is there, except a refused key (401, 403), which would fail
+    /// every task just the same.
+    pub async fn probe(&self) -> Result<(), ModelError> {
+        let base = self
+            .url
+            .strip_suffix("/chat/completions")
+            .unwrap_or(&self.url);
+        let mut req = self
+            .http
+            .get(format!("{base}/models"))
+            .timeout(CONNECT_TIMEOUT + Duration::from_secs(5));
+        if let Some(auth) = &self.auth {
+            req = req.header(AUTHORIZATION, auth.clone());
+        }
+        let resp = req.send().await.map_err(|e| match transport(e) {
+            ModelError::Timeout => ModelError::Unreachable("no answer within 15 s".into()),
+            other => other,
+        })?;
+        match resp.status().as_u16() {
+            code @ (401 | 403) => Err(ModelError::Status(code)),
+            _ => Ok(()),
+        }
     }
 
     /// Asks the model to do `task`; returns its answer, trimmed, checked
@@ -166,13 +225,23 @@ fn content(v: &Value) -> Option<String> {
     }
 }
 
-/// A transport failure, without reqwest's text (which names the URL).
+/// A transport failure. reqwest's own text names the URL (query and all),
+/// so the cause is the innermost error only: "Connection refused (os error
+/// 111)", a DNS or a certificate failure.
 fn transport(e: reqwest::Error) -> ModelError {
-    if e.is_timeout() {
-        ModelError::Timeout
-    } else {
-        ModelError::Unreachable
+    if e.is_timeout() && !e.is_connect() {
+        return ModelError::Timeout;
     }
+    let mut cause: &dyn std::error::Error = &e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    let text = if std::ptr::addr_eq(cause, &e as &dyn std::error::Error) {
+        "the connection failed".to_owned()
+    } else {
+        cause.to_string()
+    };
+    ModelError::Unreachable(text)
 }
 
 #[cfg(test)]
@@ -193,6 +262,7 @@ mod tests {
             blocked_by_unfinished: vec![],
             priority: "normal".into(),
             created_by: "mallory".into(),
+            version: 1,
         };
         let msg = user_message(&task);
         let open = msg.find("<task_body-").expect("opening tag");

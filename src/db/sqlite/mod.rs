@@ -300,7 +300,7 @@ macro_rules! room_columns {
 }
 macro_rules! token_columns {
     () => {
-        "id, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, revoked_ts"
+        "id, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, revoked_ts, last_used_ts"
     };
 }
 macro_rules! message_columns {
@@ -338,7 +338,8 @@ fn token_from_row(r: &Row) -> rusqlite::Result<TokenRecord> {
         skills: parse_list(&r.get::<_, String>(8)?),
         created_ts: r.get(9)?,
         revoked_ts: r.get(10)?,
-        last_seen: r.get(11)?,
+        last_used: r.get(11)?,
+        last_seen: r.get(12)?,
     })
 }
 
@@ -916,6 +917,18 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn revoke_token(&self, id: i64, now: i64) -> Result<bool> {
+        self.write(|c| {
+            exec(
+                c,
+                "UPDATE tokens SET revoked_ts = ?2 WHERE id = ?1 AND revoked_ts IS NULL",
+                params![id, now],
+            )
+        })
+        .await
+        .map(|n| n == 1)
+    }
+
     async fn purge_tokens(&self, revoked_before: i64) -> Result<u64> {
         self.write(|c| {
             exec(
@@ -978,6 +991,20 @@ impl Store for SqliteStore {
                     "INSERT INTO presence (room, agent, last_seen_ts) VALUES (?1, ?2, ?3) \
                      ON CONFLICT (room, agent) DO UPDATE SET last_seen_ts = MAX(last_seen_ts, excluded.last_seen_ts)",
                     params![room, agent, ts],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn save_token_use(&self, used: &[(i64, i64)]) -> Result<()> {
+        self.write(|c| {
+            for (id, ts) in used {
+                exec(
+                    c,
+                    "UPDATE tokens SET last_used_ts = MAX(coalesce(last_used_ts, 0), ?2) WHERE id = ?1",
+                    params![id, ts],
                 )?;
             }
             Ok(())

@@ -400,6 +400,7 @@ mod tests {
             created_ts: 0,
             revoked_ts: None,
             last_seen: None,
+            last_used: None,
         }
     }
 
