@@ -25,6 +25,12 @@ pub struct Config {
     /// Open SSE streams plus parked `wait_for_change` calls per token; `0`
     /// disables the cap.
     pub max_streams_per_token: usize,
+    /// Requests in flight per token, and per address for requests without
+    /// a valid token; `0` disables the cap.
+    pub max_in_flight: usize,
+    /// Open connections per direct peer address (an IPv6 one by its /64),
+    /// trusted proxies exempt while `trust_proxy` is on; `0` disables.
+    pub max_connections_per_ip: usize,
     /// `0` disables the failed-auth throttle.
     pub auth_fail_limit: u32,
     pub auth_fail_window: Duration,
@@ -56,6 +62,9 @@ pub struct Config {
     /// refused with `408`: a minute, plus a second for every 64 KiB of the
     /// file cap. Not read from the environment; tests shorten it.
     pub body_read_timeout: Duration,
+    /// How long a request body may go without a byte before it is cut with
+    /// `408`. Not read from the environment; tests shorten it.
+    pub body_idle_timeout: Duration,
 }
 
 /// The MQTT bridge settings (present only when `CHATROOM_MQTT_HOST` is set).
@@ -97,6 +106,8 @@ pub const VARIABLES: &[&str] = &[
     "CHATROOM_TRUST_PROXY",
     "CHATROOM_TRUSTED_PROXIES",
     "CHATROOM_MAX_STREAMS_PER_TOKEN",
+    "CHATROOM_MAX_IN_FLIGHT",
+    "CHATROOM_MAX_CONNECTIONS_PER_IP",
     "CHATROOM_AUTH_FAIL_LIMIT",
     "CHATROOM_AUTH_FAIL_WINDOW",
     "CHATROOM_RATE_LIMIT_PER_MINUTE",
@@ -530,6 +541,9 @@ impl Config {
         });
         let max_streams_per_token =
             r.number("CHATROOM_MAX_STREAMS_PER_TOKEN", 8usize, 0, 1_000_000);
+        let max_in_flight = r.number("CHATROOM_MAX_IN_FLIGHT", 32usize, 0, 1_000_000);
+        let max_connections_per_ip =
+            r.number("CHATROOM_MAX_CONNECTIONS_PER_IP", 256usize, 0, 1_000_000);
         let auth_fail_limit = r.number("CHATROOM_AUTH_FAIL_LIMIT", 20u32, 0, 1_000_000);
         let auth_fail_window = r.number("CHATROOM_AUTH_FAIL_WINDOW", 300u64, 1, 86_400);
         let rate_limit_per_minute =
@@ -600,6 +614,8 @@ impl Config {
             trust_proxy,
             trusted_proxies,
             max_streams_per_token,
+            max_in_flight,
+            max_connections_per_ip,
             auth_fail_limit,
             auth_fail_window: Duration::from_secs(auth_fail_window),
             rate_limit_per_minute,
@@ -621,6 +637,7 @@ impl Config {
             log_json,
             header_read_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(60 + (max_file_bytes / 65_536) as u64),
+            body_idle_timeout: Duration::from_secs(5),
         })
     }
 
@@ -665,6 +682,14 @@ impl Config {
                 switch(self.allowed_hosts.is_some()),
             ),
             ("CHATROOM_TRUST_PROXY", switch(self.trust_proxy)),
+            (
+                "CHATROOM_MAX_IN_FLIGHT",
+                self.max_in_flight.to_string(),
+            ),
+            (
+                "CHATROOM_MAX_CONNECTIONS_PER_IP",
+                self.max_connections_per_ip.to_string(),
+            ),
             ("CHATROOM_AUTH_FAIL_LIMIT", self.auth_fail_limit.to_string()),
             (
                 "CHATROOM_AUTH_FAIL_WINDOW",
