@@ -682,10 +682,7 @@ impl Config {
                 switch(self.allowed_hosts.is_some()),
             ),
             ("CHATROOM_TRUST_PROXY", switch(self.trust_proxy)),
-            (
-                "CHATROOM_MAX_IN_FLIGHT",
-                self.max_in_flight.to_string(),
-            ),
+            ("CHATROOM_MAX_IN_FLIGHT", self.max_in_flight.to_string()),
             (
                 "CHATROOM_MAX_CONNECTIONS_PER_IP",
                 self.max_connections_per_ip.to_string(),

@@ -33,7 +33,9 @@ async fn connect_from(i: usize, addr: &str) -> TcpStream {
     let sock = tokio::net::TcpSocket::new_v4().expect("socket");
     let from = std::net::Ipv4Addr::new(127, 0, (1 + i / 200) as u8, (2 + i % 200) as u8);
     sock.bind((from, 0).into()).expect("bind a loopback source");
-    sock.connect(addr.parse().expect("addr")).await.expect("connect")
+    sock.connect(addr.parse().expect("addr"))
+        .await
+        .expect("connect")
 }
 
 /// Opens a connection (from the `i`th loopback address) that sends the head
@@ -197,13 +199,16 @@ async fn stalled_sign_in_bodies_leave_agents_served() {
     let token = server.token("alice", "lobby", &[]).await;
     let addr = addr_of(&server.url);
     let form = "application/x-www-form-urlencoded";
-    let socks = futures::future::join_all((0..SOCKETS).map(|i| {
-        let addr = addr.clone();
-        async move {
-            stalled_with(i % 100, &addr, "/oauth/token", None, form, 60_000, 30_000).await
-        }
-    }))
-    .await;
+    let socks =
+        futures::future::join_all(
+            (0..SOCKETS).map(|i| {
+                let addr = addr.clone();
+                async move {
+                    stalled_with(i % 100, &addr, "/oauth/token", None, form, 60_000, 30_000).await
+                }
+            }),
+        )
+        .await;
     let stop = tokio_util::sync::CancellationToken::new();
     let (held, mut answers) = hold(socks, stop.clone());
     // The attack runs (every socket trickles) while the agent is served.
@@ -218,7 +223,11 @@ async fn stalled_sign_in_bodies_leave_agents_served() {
          while held: {early:?}",
         got.0, got.1
     );
-    assert_eq!(got, (200, 201), "the agent was not served during the attack");
+    assert_eq!(
+        got,
+        (200, 201),
+        "the agent was not served during the attack"
+    );
     // The ones refused at once were refused for the budget or the cap.
     for status in early.keys() {
         assert!(*status == 429 || *status == 0, "{early:?}");
@@ -307,8 +316,14 @@ async fn one_tokens_stalled_bodies_take_only_its_share() {
     }
     assert!(served, "the token's places did not come back");
     let after = server.rss();
-    println!("RSS after they closed: {:.1} MiB", after as f64 / MIB as f64);
-    assert!(after < before + 48 * MIB, "RSS after: {after}, before: {before}");
+    println!(
+        "RSS after they closed: {:.1} MiB",
+        after as f64 / MIB as f64
+    );
+    assert!(
+        after < before + 48 * MIB,
+        "RSS after: {after}, before: {before}"
+    );
 }
 
 /// A thousand anonymous requests, each stalled part-way through a large
@@ -428,7 +443,10 @@ async fn endless_request_heads_are_capped_and_their_memory_returns() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    println!("RSS after they closed: {:.1} MiB", after as f64 / MIB as f64);
+    println!(
+        "RSS after they closed: {:.1} MiB",
+        after as f64 / MIB as f64
+    );
     assert!(
         during < before + 128 * MIB,
         "RSS grew {:.1} MiB under {SOCKETS} endless heads",
@@ -879,4 +897,154 @@ async fn a_revocation_on_one_replica_ends_streams_on_another() {
         .await
         .expect("the revoked stream ended");
     assert!(rest.contains("unauthorized"), "{rest}");
+}
+
+/// The `401` says which of three things is wrong — no token, a value that
+/// is no token, a token not accepted — and an unknown token and a revoked
+/// one get the same words, so no answer tells whether a token existed.
+#[tokio::test]
+async fn three_kinds_of_401_are_told_apart() {
+    let s = TestServer::start().await;
+    let bob = s.agent("bob", "lobby").await;
+    chatroom::domain::tokens::revoke(s.store.as_ref(), "bob")
+        .await
+        .unwrap();
+    let message = |auth: Option<String>| {
+        let url = s.url.clone();
+        async move {
+            let mut req = reqwest::Client::new().get(format!("{url}/v1/tasks"));
+            if let Some(a) = auth {
+                req = req.header("Authorization", a);
+            }
+            let r = req.send().await.unwrap();
+            assert_eq!(r.status(), 401);
+            let v: Value = r.json().await.unwrap();
+            assert_eq!(v["error"]["code"], "unauthorized", "{v}");
+            v["error"]["message"].as_str().unwrap().to_owned()
+        }
+    };
+    let missing = message(None).await;
+    let malformed = message(Some("Bearer Bearer cr_x y".into())).await;
+    let pasted = message(Some("Bearer 'cr_abc'".into())).await;
+    let unknown = message(Some(format!("Bearer cr_{}", "A".repeat(43)))).await;
+    let revoked = message(Some(format!("Bearer {}", bob.token))).await;
+    assert!(missing.contains("needs a bearer token"), "{missing}");
+    assert!(
+        malformed.contains("does not hold a chatroom token"),
+        "{malformed}"
+    );
+    assert_eq!(malformed, pasted);
+    assert!(unknown.contains("not accepted"), "{unknown}");
+    assert_eq!(
+        unknown, revoked,
+        "a revoked token is told apart from an unknown one"
+    );
+    assert_ne!(missing, malformed);
+    assert_ne!(malformed, unknown);
+}
+
+/// A revoked token's open stream delivers nothing written after the
+/// revocation: a burst of messages posted right after `revoke` commits
+/// never reaches it (each delivery waits for a look at the token list that
+/// began after what it delivers was written). On SQLite, and on PostgreSQL
+/// with `CHATROOM_TEST_PG_URL`.
+#[tokio::test]
+async fn a_revoked_stream_delivers_nothing_written_after() {
+    let s = TestServer::start().await;
+    let alice = s.agent("alice", "lobby").await;
+    let bob = s.agent("bob", "lobby").await;
+    let mut stream = open_stream(&s.url, &bob.token).await;
+    assert_eq!(stream.status(), 200);
+    let mut seen = String::new();
+    while !seen.contains("event: ready") {
+        let chunk = stream.chunk().await.unwrap().expect("ready");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    alice
+        .call("post_message", json!({"body": "before the revocation"}))
+        .await;
+    while !seen.contains("before the revocation") {
+        let chunk = stream.chunk().await.unwrap().expect("the message before");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    chatroom::domain::tokens::revoke(s.store.as_ref(), "bob")
+        .await
+        .unwrap();
+    for i in 0..30 {
+        alice
+            .call(
+                "post_message",
+                json!({"body": format!("after the revocation {i}")}),
+            )
+            .await;
+    }
+    let rest = tokio::time::timeout(Duration::from_secs(60), read_to_end(stream))
+        .await
+        .expect("the revoked stream ended");
+    let slipped = rest.matches("after the revocation").count();
+    println!("events delivered after the revocation: {slipped} (of 30 written)");
+    assert_eq!(slipped, 0, "{rest}");
+    assert!(rest.contains("unauthorized"), "{rest}");
+}
+
+/// Names that pass for others are refused where names enter: a bidi
+/// override or a zero-width character in an agent name (minting) or a file
+/// name (`put_file`, `POST /v1/files`), a Latin name with a Cyrillic letter
+/// in it, and an all-Cyrillic look-alike of a member of the room it joins
+/// (while the same name in a room without that member is fine).
+#[tokio::test]
+async fn look_alike_and_bidi_names_are_refused() {
+    let s = TestServer::start().await;
+    let alice = s.agent("alice", "lobby").await;
+    s.room("elsewhere").await;
+    let mint = |agent: &str, room: &str| {
+        chatroom::domain::tokens::mint(
+            s.store.as_ref(),
+            common::Grant {
+                agent: agent.into(),
+                room: room.into(),
+                ..Default::default()
+            },
+        )
+    };
+    for bad in ["ali\u{202E}ecr", "bob\u{200B}", "\u{0430}lice"] {
+        let e = mint(bad, "lobby").await.expect_err(bad);
+        assert_eq!(e.code(), "invalid_argument", "{bad:?}: {e}");
+    }
+    // All Cyrillic, and the skeleton of `alice`.
+    let twin = "\u{0430}\u{04CF}\u{0456}\u{0441}\u{0435}";
+    let e = mint(twin, "lobby")
+        .await
+        .expect_err("a look-alike of alice");
+    assert_eq!(e.code(), "conflict", "{e}");
+    assert!(e.to_string().contains("looks like \"alice\""), "{e}");
+    mint(twin, "elsewhere").await.expect("no alice there");
+    // The same rule through the admin CLI.
+    let (code, _, err) = run_cli(
+        &["admin", "add-token", "--agent", twin, "--room", "lobby"],
+        &s.cli_env(),
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("looks like"), "{err}");
+    // File names.
+    use base64::Engine;
+    let content = base64::engine::general_purpose::STANDARD.encode(b"hi");
+    for bad in ["invoice\u{202E}fdp.exe", "a\u{2066}b.txt", "x\u{200F}.md"] {
+        assert_eq!(
+            alice
+                .refused("put_file", json!({"name": bad, "content_base64": content}))
+                .await,
+            "invalid_argument",
+            "{bad:?}"
+        );
+    }
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/files?name=evil%E2%80%AEtxt.exe", s.url))
+        .bearer_auth(&alice.token)
+        .body("hi")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
 }

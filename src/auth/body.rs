@@ -426,7 +426,11 @@ fn refused(state: &AppState, holder: Holder, why: Refusal) -> Response {
                 .into(),
         },
     };
-    tracing::info!(?why, anonymous = matches!(holder, Holder::Address(_)), "refused a request: {message}");
+    tracing::info!(
+        ?why,
+        anonymous = matches!(holder, Holder::Address(_)),
+        "refused a request: {message}"
+    );
     close_after(
         Error::RateLimited {
             message,
@@ -499,6 +503,9 @@ mod tests {
         assert_eq!(address_group(a), address_group(b));
         assert_ne!(address_group(a), address_group(c));
         let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
-        assert_eq!(address_group(mapped), "192.0.2.1".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            address_group(mapped),
+            "192.0.2.1".parse::<IpAddr>().unwrap()
+        );
     }
 }
