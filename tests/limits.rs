@@ -280,10 +280,9 @@ async fn a_stalled_body_is_cut_after_the_idle_gap() {
         .write_all(&body.as_bytes()[..body.len() / 2])
         .await
         .unwrap();
-    let answer = read_head(&mut stream, Duration::from_secs(60)).await;
+    let (answer, _) = read_until_close(&mut stream, Duration::from_secs(60)).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
-    let (rest, _) = read_until_close(&mut stream, Duration::from_secs(10)).await;
-    assert!(rest.contains("stalled"), "{rest}");
+    assert!(answer.contains("stalled"), "{answer}");
     let read = alice.call("read_messages", json!({})).await;
     assert_eq!(read["messages"].as_array().unwrap().len(), 0);
 }
