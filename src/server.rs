@@ -191,7 +191,11 @@ impl Connections {
         let n = open.entry(addr).or_default();
         if *n >= self.max {
             // One line per thousand refusals: a flood must not flood the log.
-            if self.refused.fetch_add(1, Ordering::Relaxed) % 1000 == 0 {
+            if self
+                .refused
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(1000)
+            {
                 tracing::warn!(%addr, cap = self.max, "closed a connection over the address's cap (CHATROOM_MAX_CONNECTIONS_PER_IP)");
             }
             return None;
