@@ -535,6 +535,14 @@ async fn read_to_end(mut r: reqwest::Response) -> String {
     text
 }
 
+/// Reads `stream` into `seen` until it holds `text`.
+async fn read_until(stream: &mut reqwest::Response, seen: &mut String, text: &str) {
+    while !seen.contains(text) {
+        let chunk = stream.chunk().await.unwrap().expect(text);
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
 /// Starts `n` waits of `client`, with nothing new for them yet (the cursor
 /// moved first), so they park; [`until_capped`] tells when they have.
 async fn park_waits(
@@ -700,10 +708,7 @@ async fn a_revoked_tokens_stream_ends() {
     let mut stream = open_stream(&s.url, &bob.token).await;
     assert_eq!(stream.status(), 200);
     let mut seen = String::new();
-    while !seen.contains("event: ready") {
-        let chunk = stream.chunk().await.unwrap().expect("ready");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    read_until(&mut stream, &mut seen, "event: ready").await;
     let (code, _, err) = run_cli(&["admin", "revoke", "--agent", "bob"], &s.cli_env()).await;
     assert_eq!(code, 0, "{err}");
     let rest = tokio::time::timeout(Duration::from_secs(60), read_to_end(stream))
@@ -885,10 +890,7 @@ async fn a_revocation_on_one_replica_ends_streams_on_another() {
     let mut stream = open_stream(&b.url, &bob.token).await;
     assert_eq!(stream.status(), 200);
     let mut seen = String::new();
-    while !seen.contains("event: ready") {
-        let chunk = stream.chunk().await.unwrap().expect("ready");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    read_until(&mut stream, &mut seen, "event: ready").await;
     let n = chatroom::domain::tokens::revoke(a.store.as_ref(), "bob")
         .await
         .unwrap();
@@ -956,17 +958,11 @@ async fn a_revoked_stream_delivers_nothing_written_after() {
     let mut stream = open_stream(&s.url, &bob.token).await;
     assert_eq!(stream.status(), 200);
     let mut seen = String::new();
-    while !seen.contains("event: ready") {
-        let chunk = stream.chunk().await.unwrap().expect("ready");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    read_until(&mut stream, &mut seen, "event: ready").await;
     alice
         .call("post_message", json!({"body": "before the revocation"}))
         .await;
-    while !seen.contains("before the revocation") {
-        let chunk = stream.chunk().await.unwrap().expect("the message before");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    read_until(&mut stream, &mut seen, "before the revocation").await;
     chatroom::domain::tokens::revoke(s.store.as_ref(), "bob")
         .await
         .unwrap();
