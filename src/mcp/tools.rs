@@ -46,7 +46,7 @@ fn soft_outcome(call: &Call, flag: &str, outcome: Outcome) -> Reply {
         Outcome::Done(task) => (true, None, task),
         Outcome::Refused { reason, task } => (false, Some(reason), task),
     };
-    let mut body = json!({flag: done, "task": task});
+    let mut body = json!({flag: done, "task": present::task(&task, call)});
     if let Some(reason) = reason {
         body["reason"] = json!(reason);
     }
@@ -449,7 +449,7 @@ impl Chatroom {
                 latest_message,
                 &events,
                 latest_event,
-                &call.agent,
+                &call,
             ),
         )
         .untrusted())
@@ -475,6 +475,7 @@ impl Chatroom {
                 a.before_id,
             )
             .await?;
+        let tasks = present::tasks(&tasks, &call);
         Ok(Reply::new(&call, &room, json!({"count": tasks.len(), "tasks": tasks})).untrusted())
     }
 
@@ -489,7 +490,7 @@ impl Chatroom {
             .core
             .get_task(&call, a.room.as_deref(), a.task_id)
             .await?;
-        let task_json = present::task_with_notes(&task, &notes);
+        let task_json = present::task_with_notes(&task, &notes, &call);
         Ok(Reply::new(&call, &task.room, json!({"task": task_json})).untrusted())
     }
 
@@ -516,7 +517,8 @@ impl Chatroom {
             .core
             .create_task(&call, a.room.as_deref(), req)
             .await?;
-        Ok(Reply::new(&call, &task.room, json!({"created": task})).untrusted())
+        let created = present::task(&task, &call);
+        Ok(Reply::new(&call, &task.room, json!({"created": created})).untrusted())
     }
 
     #[tool(
@@ -556,7 +558,8 @@ impl Chatroom {
             .await?;
         let reply = match outcome {
             Outcome::Done(task) => {
-                let r = Reply::new(&call, &task.room, json!({"updated": true, "task": task}));
+                let shown = present::task(&task, &call);
+                let r = Reply::new(&call, &task.room, json!({"updated": true, "task": shown}));
                 if unguarded {
                     r.with("_warning", json!(UNGUARDED_WARNING))
                 } else {
@@ -566,7 +569,7 @@ impl Chatroom {
             Outcome::Refused { reason, task } => Reply::new(
                 &call,
                 &task.room,
-                json!({"updated": false, "reason": reason, "current": task}),
+                json!({"updated": false, "reason": reason, "current": present::task(&task, &call)}),
             ),
         };
         Ok(reply.untrusted())
@@ -602,7 +605,7 @@ impl Chatroom {
         Ok(Reply::new(
             &call,
             &task.room,
-            json!({"ok": true, "note_id": note_id, "task": task}),
+            json!({"ok": true, "note_id": note_id, "task": present::task(&task, &call)}),
         )
         .untrusted())
     }
@@ -620,7 +623,8 @@ impl Chatroom {
             .core
             .submit_result(&call, a.room.as_deref(), a.task_id, &a.result)
             .await?;
-        Ok(Reply::new(&call, &task.room, json!({"submitted": true, "task": task})).untrusted())
+        let shown = present::task(&task, &call);
+        Ok(Reply::new(&call, &task.room, json!({"submitted": true, "task": shown})).untrusted())
     }
 
     #[tool(
@@ -645,7 +649,7 @@ impl Chatroom {
         Ok(Reply::new(
             &call,
             &task.room,
-            json!({"reviewed": true, "approved": a.approve, "task": task}),
+            json!({"reviewed": true, "approved": a.approve, "task": present::task(&task, &call)}),
         )
         .untrusted())
     }
@@ -661,7 +665,8 @@ impl Chatroom {
             .core
             .cancel_task(&call, a.room.as_deref(), a.task_id, a.reason.as_deref())
             .await?;
-        Ok(Reply::new(&call, &task.room, json!({"cancelled": true, "task": task})).untrusted())
+        let shown = present::task(&task, &call);
+        Ok(Reply::new(&call, &task.room, json!({"cancelled": true, "task": shown})).untrusted())
     }
 
     #[tool(
