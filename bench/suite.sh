@@ -28,6 +28,7 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$out"
 export CHATROOM_DB=$work/bench.db CHATROOM_RATE_LIMIT_PER_MINUTE=0 CHATROOM_MAX_STREAMS_PER_TOKEN=0 \
+  CHATROOM_MAX_IN_FLIGHT=0 CHATROOM_MAX_CONNECTIONS_PER_IP=0 \
   CHATROOM_LOG=warn
 if [ -n "$pg" ]; then
   export CHATROOM_DATABASE_URL=${pg%/}/chatroom_bench

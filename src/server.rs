@@ -3,6 +3,10 @@
 //! and the body guard of [`auth::body`](crate::auth::body)), runs the [`Background`] work, and drains when
 //! `shutdown` is cancelled.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
@@ -15,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 
-use crate::auth::body::body_guard;
+use crate::auth::body::{address_group, body_guard};
 use crate::auth::layers::{host_guard, origin_guard, require_token};
 use crate::background::Background;
 use crate::config::Config;
@@ -76,24 +80,28 @@ pub async fn launch_at(
              `{admin} add-token --agent alice --room lobby` (the token is printed once)"
         );
     }
-    serve(listener, app, state.config.header_read_timeout, shutdown).await;
+    serve(listener, app, &state.config, shutdown).await;
     background.drain(state).await;
     tracing::info!("chatroom stopped");
     Ok(())
 }
 
+/// The most a request head may take in hyper's read buffer: a head (or
+/// the part of one sent so far) past it gets `431` and its connection
+/// closes, so a client sending endless headers costs at most this much.
+pub const MAX_HEAD_BYTES: usize = 32 * 1024;
+
 /// Accepts connections until `shutdown` is cancelled, then waits for the open
-/// ones to finish. This is `axum::serve` with one addition it has no knob
-/// for: a client must send a request's head within `header_timeout`, or its
-/// connection is closed, so a slow client cannot hold a connection open by
-/// trickling headers. Bodies are bounded by [`body_guard`]; responses
-/// (long-polls, SSE) are not bounded at all.
-async fn serve(
-    listener: TcpListener,
-    app: Router,
-    header_timeout: Duration,
-    shutdown: CancellationToken,
-) {
+/// ones to finish. This is `axum::serve` with what it has no knob for: a
+/// client must send a request's head within `header_read_timeout` and
+/// within [`MAX_HEAD_BYTES`], or its connection is closed, so a slow or
+/// endless head cannot hold memory; and one address holds at most
+/// `CHATROOM_MAX_CONNECTIONS_PER_IP` connections ([`Connections`]). Bodies
+/// are bounded by [`body_guard`]; responses (long-polls, SSE) are not
+/// bounded at all.
+async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown: CancellationToken) {
+    let connections = Arc::new(Connections::new(config));
+    let header_timeout = config.header_read_timeout;
     // Each connection holds a receiver; `closed()` resolves when all are gone.
     let (open_tx, open_rx) = tokio::sync::watch::channel(());
     loop {
@@ -109,6 +117,12 @@ async fn serve(
                 }
             },
         };
+        // Over its address's cap the connection is closed unread: answering
+        // would mean reading its head, which is what the cap spares.
+        let Some(place) = connections.open(peer.ip()) else {
+            drop(stream);
+            continue;
+        };
         let app = app.clone();
         let service =
             hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
@@ -122,6 +136,7 @@ async fn serve(
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(header_timeout)
+                .max_buf_size(MAX_HEAD_BYTES)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             tokio::pin!(conn);
             let result = tokio::select! {
@@ -134,12 +149,92 @@ async fn serve(
             if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
+            drop(place);
             drop(open);
         });
     }
     drop(listener);
     drop(open_rx);
     open_tx.closed().await;
+}
+
+/// The open connections per direct peer address (an IPv6 one by its /64).
+/// Behind a proxy every client shares the proxy's address, so with
+/// `CHATROOM_TRUST_PROXY=on` the peers in `CHATROOM_TRUSTED_PROXIES` are
+/// not counted here: their requests are counted by the forwarded address,
+/// per request ([`body_guard`]).
+struct Connections {
+    /// `0`: no cap.
+    max: usize,
+    exempt: Vec<ipnet::IpNet>,
+    open: Mutex<HashMap<IpAddr, usize>>,
+    /// Connections closed over the cap since the last log line.
+    refused: AtomicU64,
+}
+
+/// One open connection's place; given back when dropped.
+struct Place {
+    connections: Arc<Connections>,
+    addr: IpAddr,
+}
+
+impl Connections {
+    fn new(config: &Config) -> Connections {
+        Connections {
+            max: config.max_connections_per_ip,
+            exempt: if config.trust_proxy {
+                config.trusted_proxies.clone()
+            } else {
+                Vec::new()
+            },
+            open: Mutex::new(HashMap::new()),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// A place for one more connection from `peer`, or `None` when its
+    /// address holds the cap already. Uncounted peers get a place too.
+    fn open(self: &Arc<Self>, peer: IpAddr) -> Option<Option<Place>> {
+        let peer = peer.to_canonical();
+        if self.max == 0 || self.exempt.iter().any(|n| n.contains(&peer)) {
+            return Some(None);
+        }
+        let addr = address_group(peer);
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = open.entry(addr).or_default();
+        if *n >= self.max {
+            // One line per thousand refusals: a flood must not flood the log.
+            if self
+                .refused
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(1000)
+            {
+                tracing::warn!(%addr, cap = self.max, "closed a connection over the address's cap (CHATROOM_MAX_CONNECTIONS_PER_IP)");
+            }
+            return None;
+        }
+        *n += 1;
+        Some(Some(Place {
+            connections: self.clone(),
+            addr,
+        }))
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut open = self
+            .connections
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = open.get_mut(&self.addr) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.addr);
+            }
+        }
+    }
 }
 
 /// How the owner runs an admin command where this server runs: from a

@@ -75,7 +75,10 @@ pub async fn state(
     .note_start()
     .await?;
     let (audit_tx, audit_rx) = mpsc::unbounded_channel();
-    let bodies = Arc::new(BodyBudget::for_limit(body_limit(config.max_file_bytes)));
+    let bodies = Arc::new(BodyBudget::new(
+        body_limit(config.max_file_bytes),
+        config.max_in_flight,
+    ));
     Ok((
         AppState {
             bodies,

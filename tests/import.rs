@@ -899,3 +899,47 @@ async fn import_into_postgres() {
     assert!(err.contains("already holds"), "{err}");
     s.stop().await;
 }
+
+/// The import applies the rules a live server applies to what it takes in:
+/// an over-long message, a task title with a terminal escape in its
+/// author's name, a file name with a bidi override, each row is listed,
+/// and nothing is imported.
+#[tokio::test]
+async fn import_refuses_rows_a_live_server_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("dest.db");
+    let fx = fixture(SCHEMA);
+    let c = fx.conn();
+    c.execute(
+        "UPDATE messages SET body = ?1 WHERE id = 2",
+        [&"x".repeat(8_001)],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE tasks SET created_by = 'box1\u{1b}[2J' WHERE id = 3",
+        [],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE files SET name = 'report\u{202E}fdp.exe' WHERE id = 1",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let (code, out, err) = import(&fx, &[], &on_file(&dest)).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("3 rows break the rules"), "{err}");
+    assert!(
+        err.contains("message 2: message is 8001 characters"),
+        "{err}"
+    );
+    assert!(err.contains("task 3: agent name"), "{err}");
+    assert!(
+        err.contains("file 1: name must be a plain file name"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was imported"), "{err}");
+    // Nothing was written: the destination has no rooms.
+    let (_, rooms, _) = run_cli(&["admin", "list-rooms"], &on_file(&dest)).await;
+    assert!(!rooms.contains("projA"), "{rooms}");
+}

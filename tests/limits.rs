@@ -255,3 +255,164 @@ async fn bad_token_flood_from_many_addresses_keeps_memory_bounded() {
     let me = server.mcp(&good).call("whoami", json!({})).await;
     assert_eq!(me["agent"], "alice");
 }
+
+/// A body that stops arriving is cut after the idle gap (`408`, saying it
+/// stalled), long before the whole-body deadline, and writes nothing.
+#[tokio::test]
+async fn a_stalled_body_is_cut_after_the_idle_gap() {
+    let s = TestServer::start_with(|c| {
+        c.body_idle_timeout = Duration::from_millis(300);
+        c.body_read_timeout = Duration::from_secs(3600);
+    })
+    .await;
+    let alice = s.agent("alice", "lobby").await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "post_message", "arguments": {"body": "stalled"}}})
+    .to_string();
+    let mut stream = TcpStream::connect(s.addr).await.unwrap();
+    let head = post_head(
+        &s.addr.to_string(),
+        &alice.token,
+        &format!("Content-Length: {}\r\n", body.len()),
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream
+        .write_all(&body.as_bytes()[..body.len() / 2])
+        .await
+        .unwrap();
+    let (answer, _) = read_until_close(&mut stream, Duration::from_secs(60)).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    assert!(answer.contains("stalled"), "{answer}");
+    let read = alice.call("read_messages", json!({})).await;
+    assert_eq!(read["messages"].as_array().unwrap().len(), 0);
+}
+
+/// Sends `GET /healthz` on a connection from `from`; whether it was
+/// answered `200` (a connection closed unread gives no answer).
+async fn healthz_from(from: [u8; 4], addr: std::net::SocketAddr) -> bool {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind((std::net::Ipv4Addr::from(from), 0).into())
+        .unwrap();
+    let Ok(mut stream) = sock.connect(addr).await else {
+        return false;
+    };
+    let req = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(req.as_bytes()).await.is_err() {
+        return false;
+    }
+    read_head(&mut stream, Duration::from_secs(10))
+        .await
+        .starts_with("HTTP/1.1 200")
+}
+
+/// Opens a connection from `from` that sends part of a request head and
+/// stays open.
+async fn half_head_from(from: [u8; 4], addr: std::net::SocketAddr) -> TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind((std::net::Ipv4Addr::from(from), 0).into())
+        .unwrap();
+    let mut stream = sock.connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n").as_bytes())
+        .await
+        .unwrap();
+    stream
+}
+
+/// One address holds at most `CHATROOM_MAX_CONNECTIONS_PER_IP`
+/// connections: past it a connection is closed unread, while other
+/// addresses are served; a closed connection gives its place back.
+#[tokio::test]
+async fn connections_past_the_address_cap_are_closed_unread() {
+    let s = TestServer::start_with(|c| c.max_connections_per_ip = 4).await;
+    let busy = [127, 0, 0, 9];
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(half_head_from(busy, s.addr).await);
+    }
+    // Accepted in order: once the server has seen all four, the fifth is over.
+    let mut refused = false;
+    for _ in 0..200 {
+        if !healthz_from(busy, s.addr).await {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused, "a fifth connection from one address was served");
+    assert!(
+        healthz_from([127, 0, 0, 10], s.addr).await,
+        "another address was refused"
+    );
+    let alice = s.agent("alice", "lobby").await;
+    alice.call("whoami", json!({})).await;
+    drop(held.pop());
+    let mut served = false;
+    for _ in 0..200 {
+        if healthz_from(busy, s.addr).await {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(served, "a closed connection's place never came back");
+}
+
+/// Behind a tunnel every client shares the proxy's address: with
+/// `CHATROOM_TRUST_PROXY=on` a trusted proxy's connections are not capped
+/// by address, and requests without a token are counted by the forwarded
+/// address (`CHATROOM_MAX_IN_FLIGHT`), so one client's stalled sign-ins
+/// never lock out the others.
+#[tokio::test]
+async fn a_trusted_proxy_is_capped_per_forwarded_client() {
+    let s = TestServer::start_with(|c| {
+        c.trust_proxy = true;
+        c.max_connections_per_ip = 2;
+        c.max_in_flight = 2;
+    })
+    .await;
+    // Loopback is a trusted proxy by default: more than two connections.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(half_head_from([127, 0, 0, 1], s.addr).await);
+    }
+    assert!(healthz_from([127, 0, 0, 1], s.addr).await);
+    let addr = s.addr;
+    let stalled_sign_in = |client: &'static str| async move {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "POST /oauth/token HTTP/1.1\r\nHost: {addr}\r\nX-Forwarded-For: {client}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ngrant"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream
+    };
+    let _a = stalled_sign_in("203.0.113.1").await;
+    let _b = stalled_sign_in("203.0.113.1").await;
+    // The server takes them in order; the third of the same client is over.
+    let mut third = String::new();
+    for _ in 0..200 {
+        let mut c = stalled_sign_in("203.0.113.1").await;
+        third = read_head(&mut c, Duration::from_secs(10)).await;
+        if third.starts_with("HTTP/1.1 429") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(third.starts_with("HTTP/1.1 429"), "{third}");
+    // Another client behind the same proxy is served.
+    let other = reqwest::Client::new()
+        .post(format!("{}/oauth/token", s.url))
+        .header("X-Forwarded-For", "203.0.113.2")
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("grant_type=authorization_code&code=nope")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(
+        other.status(),
+        429,
+        "another client behind the proxy was refused"
+    );
+    assert!(other.status().is_client_error());
+}

@@ -1,73 +1,234 @@
-//! How a request body is read, once the Host, Origin and bearer checks have
-//! passed (the guard sits inside them, so a request without a valid token
-//! costs its headers and never a byte of body memory): the limit of the
-//! route, a deadline for the whole body, and a budget of body bytes in
-//! flight across all requests.
+//! How a request body is read, and what one client may hold while it is.
+//!
+//! The guard sits inside the Host, Origin and bearer checks of its route,
+//! so on `/mcp`, `/v1` and the console a request without a valid token
+//! costs its headers and never a byte of body memory. The sign-in routes
+//! are public and have no token to check first; their requests, like every
+//! request without a valid token, draw on a small budget of their own
+//! ([`ANONYMOUS_BUDGET`]), so however many of them an anonymous caller
+//! stalls, the agents' budget stays whole.
+//!
+//! Every request holds a [`Ticket`] until its answer is made: one of its
+//! holder's places in flight (a token's, or an address's for a request
+//! without a valid token: `CHATROOM_MAX_IN_FLIGHT`), and the body bytes it
+//! holds in memory, charged as they arrive (never reserved from a declared
+//! `Content-Length`), within its holder's share of the budget
+//! ([`SHARE_OF`]) and the budget itself. A body that stalls for
+//! `body_idle_timeout` without a byte is cut; one that has not arrived
+//! whole within `body_read_timeout` is too.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::extract::{OriginalUri, Request, State};
+use axum::extract::{ConnectInfo, OriginalUri, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
+use super::Caller;
 use crate::error::{Error, http_error};
 use crate::state::AppState;
 
 /// The body limit of every route but `/mcp` and `POST /v1/files`: the
 /// largest text field (a 20,000-character result) with JSON escaping.
 pub const SMALL_BODY: usize = 256 * 1024;
-/// The least the budget of body bytes in flight holds.
+/// The body limit of a request without a valid token (the sign-in forms,
+/// a client registration): a few KiB in practice.
+pub const ANONYMOUS_BODY: usize = 64 * 1024;
+/// The body bytes all requests without a valid token may hold at once.
+pub const ANONYMOUS_BUDGET: usize = 4 * 1024 * 1024;
+/// The least the agents' budget holds.
 const MIN_BUDGET: usize = 32 * 1024 * 1024;
+/// One holder (a token, an address) may hold at most this fraction of a
+/// budget, and at least one body of the largest size: one token, read-only
+/// or not, cannot take the whole budget from the others.
+pub const SHARE_OF: usize = 4;
 
-/// The body bytes all requests together may hold in memory at once: a
-/// semaphore whose permits are bytes.
-pub struct BodyBudget {
+/// Who a request counts against: its token, or, without a valid token, the
+/// address it came from (an IPv6 address by its /64, which one host holds
+/// whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Holder {
+    Token(i64),
+    Address(IpAddr),
+}
+
+impl Holder {
+    /// The holder for a request from `addr` without a valid token.
+    pub fn address(addr: IpAddr) -> Holder {
+        Holder::Address(address_group(addr))
+    }
+}
+
+/// `addr` as the unit limits count: an IPv4 address as it is, an IPv6
+/// address by its /64 (one host, or one LAN, gets a whole /64).
+pub fn address_group(addr: IpAddr) -> IpAddr {
+    match addr.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(bits.into())
+        }
+        v4 => v4,
+    }
+}
+
+/// A budget of body bytes: a semaphore whose permits are bytes, and the
+/// most one holder may take of it.
+struct Pool {
     bytes: Arc<Semaphore>,
+    share: usize,
+}
+
+impl Pool {
+    fn new(total: usize, largest: usize) -> Pool {
+        let total = total.min(Semaphore::MAX_PERMITS);
+        Pool {
+            bytes: Arc::new(Semaphore::new(total)),
+            share: (total / SHARE_OF).max(largest).min(total),
+        }
+    }
+}
+
+/// What a holder has in flight right now.
+#[derive(Default)]
+struct Usage {
+    requests: usize,
+    bytes: usize,
+}
+
+/// The body bytes requests may hold in memory at once (the agents' budget
+/// and the anonymous one), and what each holder has in flight.
+pub struct BodyBudget {
+    agents: Pool,
+    anonymous: Pool,
+    /// Requests in flight per holder; `0`: no cap.
+    max_in_flight: usize,
+    /// Only holders with something in flight have an entry, so its size is
+    /// bounded by the requests in flight.
+    holders: Mutex<HashMap<Holder, Usage>>,
+}
+
+/// Why a request was refused a place or bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The holder has `CHATROOM_MAX_IN_FLIGHT` requests in flight.
+    InFlight,
+    /// The holder's requests hold its share of the budget.
+    Share,
+    /// The budget is spent.
+    Spent,
 }
 
 impl BodyBudget {
-    /// A budget of sixteen of the largest bodies, and at least 32 MiB.
-    pub fn for_limit(large: usize) -> BodyBudget {
-        let total = large
-            .saturating_mul(16)
-            .clamp(MIN_BUDGET, Semaphore::MAX_PERMITS);
+    /// The agents' budget holds sixteen of the largest bodies (`large`),
+    /// and at least 32 MiB; the anonymous one [`ANONYMOUS_BUDGET`].
+    pub fn new(large: usize, max_in_flight: usize) -> BodyBudget {
         BodyBudget {
-            bytes: Arc::new(Semaphore::new(total)),
+            agents: Pool::new(large.saturating_mul(16).max(MIN_BUDGET), large),
+            anonymous: Pool::new(ANONYMOUS_BUDGET, ANONYMOUS_BODY),
+            max_in_flight,
+            holders: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Grows `held` to cover `n` bytes, if the budget has them.
-    fn cover(&self, held: &mut Option<OwnedSemaphorePermit>, n: usize) -> bool {
-        let have = held.as_ref().map_or(0, |p| p.num_permits());
-        if n <= have {
-            return true;
+    /// A place in flight for one request of `holder`.
+    pub fn admit(self: &Arc<Self>, holder: Holder) -> Result<Ticket, Refusal> {
+        let mut holders = self.holders.lock().unwrap_or_else(PoisonError::into_inner);
+        let usage = holders.entry(holder).or_default();
+        if self.max_in_flight > 0 && usage.requests >= self.max_in_flight {
+            return Err(Refusal::InFlight);
         }
-        let Ok(want) = u32::try_from(n - have) else {
-            return false;
-        };
-        match self.bytes.clone().try_acquire_many_owned(want) {
-            Ok(more) => {
-                match held {
-                    Some(p) => p.merge(more),
-                    None => *held = Some(more),
-                }
-                true
+        usage.requests += 1;
+        Ok(Ticket {
+            budget: self.clone(),
+            holder,
+            permit: None,
+            bytes: 0,
+        })
+    }
+
+    fn pool(&self, holder: Holder) -> &Pool {
+        match holder {
+            Holder::Token(_) => &self.agents,
+            Holder::Address(_) => &self.anonymous,
+        }
+    }
+
+    /// The bytes the budget of `holder`'s kind has left (for tests and the
+    /// log).
+    pub fn available(&self, holder: Holder) -> usize {
+        self.pool(holder).bytes.available_permits()
+    }
+}
+
+/// One request's place in flight and the body bytes it holds; both come
+/// back when it is dropped (the answer is made, or the client went away).
+pub struct Ticket {
+    budget: Arc<BodyBudget>,
+    holder: Holder,
+    permit: Option<OwnedSemaphorePermit>,
+    bytes: usize,
+}
+
+impl Ticket {
+    /// Grows what this request holds to `n` bytes, if its holder's share
+    /// and the budget have them.
+    pub fn cover(&mut self, n: usize) -> Result<(), Refusal> {
+        if n <= self.bytes {
+            return Ok(());
+        }
+        let more = n - self.bytes;
+        let pool = self.budget.pool(self.holder);
+        let mut holders = self
+            .budget
+            .holders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let usage = holders.entry(self.holder).or_default();
+        if usage.bytes + more > pool.share {
+            return Err(Refusal::Share);
+        }
+        let permits = u32::try_from(more).map_err(|_| Refusal::Spent)?;
+        let got = pool
+            .bytes
+            .clone()
+            .try_acquire_many_owned(permits)
+            .map_err(|_| Refusal::Spent)?;
+        match &mut self.permit {
+            Some(p) => p.merge(got),
+            None => self.permit = Some(got),
+        }
+        usage.bytes += more;
+        self.bytes = n;
+        Ok(())
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut holders = self
+            .budget
+            .holders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(usage) = holders.get_mut(&self.holder) {
+            usage.requests = usage.requests.saturating_sub(1);
+            usage.bytes = usage.bytes.saturating_sub(self.bytes);
+            if usage.requests == 0 {
+                holders.remove(&self.holder);
             }
-            Err(_) => false,
         }
+        // The permit goes back with the struct.
     }
 }
 
 /// The limit of the route `req` is for: the file cap in base64 on `/mcp`
 /// and `POST /v1/files`, [`SMALL_BODY`] elsewhere.
 fn limit_for(state: &AppState, req: &Request) -> usize {
-    let path = req
-        .extensions()
-        .get::<OriginalUri>()
-        .map_or_else(|| req.uri().path(), |u| u.path());
+    let path = path_of(req);
     let large = path == "/mcp"
         || path.starts_with("/mcp/")
         || (req.method() == Method::POST && path == "/v1/files");
@@ -76,6 +237,12 @@ fn limit_for(state: &AppState, req: &Request) -> usize {
     } else {
         SMALL_BODY.min(state.body_limit())
     }
+}
+
+fn path_of(req: &Request) -> &str {
+    req.extensions()
+        .get::<OriginalUri>()
+        .map_or_else(|| req.uri().path(), |u| u.path())
 }
 
 /// Whether a request says it carries a body.
@@ -88,62 +255,99 @@ pub fn has_body(req: &Request) -> bool {
             .is_some_and(|v| v.trim() != "0")
 }
 
+/// How reading a body went wrong.
+enum Cut {
+    /// An answer to give (`413`, `429`).
+    Answer(Response),
+    /// The client went away or broke the framing mid-body.
+    Broken,
+    /// No byte for `body_idle_timeout`.
+    Stalled,
+}
+
 /// Bounds how a request body is read: a declared length over the route's
 /// limit is refused (`413`) before a byte of it is read, a body that grows
-/// past it is refused as soon as it does, a body that has not arrived whole
-/// within `body_read_timeout` gets `408`, and a body the budget of bytes in
-/// flight cannot hold gets `429` with `Retry-After`, so a slow client cannot
-/// hold a request open by trickling its body and many cannot fill the
-/// memory together. The buffer grows with the bytes that arrive, never from
-/// the declared length, and its share of the budget is held until the
-/// answer is made. The handler then gets the body from memory. Only the
-/// request is bounded: a long-poll or a stream may answer for as long as it
-/// likes.
+/// past it is refused as soon as it does; a holder past its requests in
+/// flight, its share, or a spent budget gets `429` with `Retry-After`; a
+/// body that stalls (`body_idle_timeout` without a byte) or has not arrived
+/// whole within `body_read_timeout` gets `408`. The buffer grows with the
+/// bytes that arrive, never from the declared length, and is charged as it
+/// grows; the request's place and bytes are held until the answer is made.
+/// The handler then gets the body from memory. Only the request is bounded:
+/// a long-poll or a stream may answer for as long as it likes.
 pub async fn body_guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let limit = limit_for(&state, &req);
+    let holder = match Caller::of(req.extensions()) {
+        Some(caller) => Holder::Token(caller.token_id),
+        None => {
+            let peer = req
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0);
+            Holder::address(super::client_addr(&state.config, req.headers(), peer))
+        }
+    };
+    let limit = match holder {
+        Holder::Token(_) => limit_for(&state, &req),
+        Holder::Address(_) => limit_for(&state, &req).min(ANONYMOUS_BODY),
+    };
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
-        return body_too_large();
+        return body_too_large(holder);
     }
-    let budget = &state.bodies;
-    let mut held = None;
-    // A declared length takes its share at once: a client stalling a byte
-    // short holds the budget, never more memory than the budget.
-    if let Some(n) = declared
-        && !budget.cover(&mut held, n as usize)
-    {
-        return budget_spent();
-    }
+    let mut ticket = match state.bodies.admit(holder) {
+        Ok(t) => t,
+        Err(why) => return refused(&state, holder, why),
+    };
     let (parts, body) = req.into_parts();
+    let idle = state.config.body_idle_timeout;
     let read = async {
         let mut stream = body.into_data_stream();
         let mut buf = Vec::new();
-        while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
-            let chunk = chunk.map_err(|_| None)?;
+        loop {
+            let next = tokio::time::timeout(idle, futures::StreamExt::next(&mut stream));
+            let Some(chunk) = next.await.map_err(|_| Cut::Stalled)? else {
+                return Ok(buf);
+            };
+            let chunk = chunk.map_err(|_| Cut::Broken)?;
             let len = buf.len() + chunk.len();
             if len > limit {
-                return Err(Some(body_too_large()));
+                return Err(Cut::Answer(body_too_large(holder)));
             }
-            if !budget.cover(&mut held, len) {
-                return Err(Some(budget_spent()));
+            if len > buf.capacity() {
+                // Grow as `Vec` would (doubling), within the limit, and charge
+                // the memory taken, not only the bytes in it.
+                let cap = len.max(buf.capacity() * 2).min(limit);
+                ticket
+                    .cover(cap)
+                    .map_err(|why| Cut::Answer(refused(&state, holder, why)))?;
+                buf.reserve_exact(cap - buf.len());
             }
             buf.extend_from_slice(&chunk);
         }
-        Ok(buf)
     };
     let buf = match tokio::time::timeout(state.config.body_read_timeout, read).await {
         Ok(Ok(buf)) => buf,
-        Ok(Err(Some(refused))) => return refused,
-        // The client went away or broke the framing mid-body.
-        Ok(Err(None)) => {
+        Ok(Err(Cut::Answer(refused))) => return refused,
+        Ok(Err(Cut::Broken)) => {
             return close_after(http_error(
                 StatusCode::BAD_REQUEST,
                 "invalid_argument",
                 "the request body could not be read",
+            ));
+        }
+        Ok(Err(Cut::Stalled)) => {
+            tracing::info!(path = %parts.uri.path(), "a request body stalled; cut it");
+            return close_after(http_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                &format!(
+                    "the request body stalled ({} s without a byte); send it at once",
+                    idle.as_secs_f64()
+                ),
             ));
         }
         Err(_) => {
@@ -157,14 +361,10 @@ pub async fn body_guard(State(state): State<AppState>, req: Request, next: Next)
     };
     let req = Request::from_parts(parts, axum::body::Body::from(buf));
     let reads_only = req.method() == Method::GET || req.method() == Method::HEAD;
-    let path = req
-        .extensions()
-        .get::<OriginalUri>()
-        .map_or_else(|| req.uri().path().to_owned(), |u| u.path().to_owned());
     // `/mcp` decides per tool (see `mcp::Chatroom::call_tool`).
-    if reads_only || path.starts_with("/mcp") {
+    if reads_only || path_of(&req).starts_with("/mcp") {
         let response = next.run(req).await;
-        drop(held);
+        drop(ticket);
         return response;
     }
     // A request that may change something runs to its end even if its
@@ -173,7 +373,7 @@ pub async fn body_guard(State(state): State<AppState>, req: Request, next: Next)
     tokio::spawn(
         async move {
             let response = next.run(req).await;
-            drop(held);
+            drop(ticket);
             response
         }
         .in_current_span(),
@@ -189,23 +389,51 @@ pub async fn body_guard(State(state): State<AppState>, req: Request, next: Next)
     })
 }
 
-fn body_too_large() -> Response {
-    close_after(
-        Error::TooLarge(
+fn body_too_large(holder: Holder) -> Response {
+    let message = match holder {
+        Holder::Token(_) => {
             "the request body is over the cap of this route (on /mcp and POST /v1/files: \
              CHATROOM_MAX_FILE_BYTES, in base64 on /mcp, plus 64 KiB; 256 KiB elsewhere)"
-                .into(),
-        )
-        .into_response(),
-    )
+        }
+        Holder::Address(_) => {
+            "the request body is over the cap of a request without a valid token (64 KiB)"
+        }
+    };
+    close_after(Error::TooLarge(message.into()).into_response())
 }
 
-fn budget_spent() -> Response {
-    tracing::info!("refused a request body: the bodies in flight fill the budget");
+/// The `429` of a refused place or body, with `Retry-After: 1`.
+fn refused(state: &AppState, holder: Holder, why: Refusal) -> Response {
+    let who = match holder {
+        Holder::Token(_) => "this token",
+        Holder::Address(_) => "this address (requests without a valid token)",
+    };
+    let message = match why {
+        Refusal::InFlight => format!(
+            "{who} has {} requests in flight already (CHATROOM_MAX_IN_FLIGHT); retry in 1 s",
+            state.config.max_in_flight
+        ),
+        Refusal::Share => format!(
+            "the request bodies in flight of {who} hold its share of the server's budget; \
+             retry in 1 s, or send fewer large bodies at once"
+        ),
+        Refusal::Spent => match holder {
+            Holder::Token(_) => {
+                "the server holds as many request bodies as it takes at once; retry in 1 s".into()
+            }
+            Holder::Address(_) => "the server holds as many requests without a valid token \
+                                   as it takes at once; retry in 1 s"
+                .into(),
+        },
+    };
+    tracing::info!(
+        ?why,
+        anonymous = matches!(holder, Holder::Address(_)),
+        "refused a request: {message}"
+    );
     close_after(
         Error::RateLimited {
-            message: "the server holds as many request bodies as it takes at once; retry in 1 s"
-                .into(),
+            message,
             retry_after_s: 1,
         }
         .into_response(),
@@ -221,4 +449,63 @@ pub fn close_after(mut response: Response) -> Response {
         header::HeaderValue::from_static("close"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holder_takes_at_most_its_share_and_gives_it_back() {
+        let budget = Arc::new(BodyBudget::new(1024 * 1024, 2));
+        let alice = Holder::Token(1);
+        let mut a = budget.admit(alice).unwrap();
+        let share = budget.agents.share;
+        assert!(a.cover(share).is_ok());
+        let mut b = budget.admit(alice).unwrap();
+        assert_eq!(b.cover(1), Err(Refusal::Share));
+        assert_eq!(budget.admit(alice).err(), Some(Refusal::InFlight));
+        // Another token has its own share.
+        let mut c = budget.admit(Holder::Token(2)).unwrap();
+        assert!(c.cover(share).is_ok());
+        drop((a, b, c));
+        assert!(budget.holders.lock().unwrap().is_empty());
+        assert_eq!(
+            budget.available(alice),
+            (16 * 1024 * 1024usize).max(MIN_BUDGET)
+        );
+    }
+
+    #[test]
+    fn anonymous_requests_have_a_budget_of_their_own() {
+        let budget = Arc::new(BodyBudget::new(1024 * 1024, 0));
+        let mut held = Vec::new();
+        for i in 0..=255u8 {
+            let mut t = budget
+                .admit(Holder::address(IpAddr::from([10, 0, 0, i])))
+                .unwrap();
+            if t.cover(ANONYMOUS_BODY).is_err() {
+                break;
+            }
+            held.push(t);
+        }
+        assert_eq!(held.len(), ANONYMOUS_BUDGET / ANONYMOUS_BODY);
+        // The agents' budget is untouched.
+        let mut agent = budget.admit(Holder::Token(7)).unwrap();
+        assert!(agent.cover(1024 * 1024).is_ok());
+    }
+
+    #[test]
+    fn ipv6_counts_by_its_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(address_group(a), address_group(b));
+        assert_ne!(address_group(a), address_group(c));
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        assert_eq!(
+            address_group(mapped),
+            "192.0.2.1".parse::<IpAddr>().unwrap()
+        );
+    }
 }

@@ -87,10 +87,70 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
+/// What the `Authorization` header of a request held, as far as the
+/// refusal of a request without a valid token says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presented {
+    /// No `Authorization` header, or another scheme than `Bearer`.
+    Missing,
+    /// A bearer value that cannot be a token of this server.
+    Malformed,
+    /// A well-formed token the server does not accept (never issued,
+    /// revoked, purged or expired: which one is not said).
+    NotAccepted,
+}
+
+impl Presented {
+    /// What the header of `headers` holds, when it holds no valid token.
+    fn of(headers: &HeaderMap) -> Presented {
+        let Some(value) = headers.get(header::AUTHORIZATION) else {
+            return Presented::Missing;
+        };
+        let Some((scheme, token)) = value.to_str().ok().and_then(|v| v.split_once(' ')) else {
+            return Presented::Malformed;
+        };
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Presented::Missing;
+        }
+        let token = token.trim();
+        let shaped = (token.starts_with(crate::domain::oauth::ACCESS_PREFIX)
+            || token.starts_with(super::token::PREFIX))
+            && token.len() <= 200
+            && token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+        if shaped {
+            Presented::NotAccepted
+        } else {
+            Presented::Malformed
+        }
+    }
+
+    /// The `401` text: what is wrong and what to do, never whether a
+    /// token once existed.
+    pub fn message(self) -> &'static str {
+        match self {
+            Presented::Missing => {
+                "this needs a bearer token: send Authorization: Bearer cr_… \
+                 (the owner mints one with `chatroom admin add-token`)"
+            }
+            Presented::Malformed => {
+                "the Authorization header does not hold a chatroom token: send \
+                 Authorization: Bearer cr_… with the token as it was printed, nothing around it"
+            }
+            Presented::NotAccepted => {
+                "this token is not accepted (it may be mistyped, revoked or expired); \
+                 ask the server's owner for a new one"
+            }
+        }
+    }
+}
+
 /// Authenticates the bearer token and puts the [`Caller`](super::Caller)
 /// into the request, where the [`Caller`](super::Caller) extractor finds
-/// it; `401` otherwise, `429` for an address past the failed-credential
-/// limit (a valid token is always served).
+/// it; `401` otherwise (saying whether the token was missing, malformed or
+/// not accepted), `429` for an address past the failed-credential limit (a
+/// valid token is always served).
 pub async fn require_token(
     State(state): State<AppState>,
     mut req: Request,
@@ -132,13 +192,11 @@ pub async fn require_token(
                 .get::<axum::extract::OriginalUri>()
                 .map(|u| u.path().to_owned())
                 .unwrap_or_else(|| req.uri().path().to_owned());
-            tracing::info!(%addr, %path, "refused a request without a valid token");
+            let presented = Presented::of(req.headers());
+            tracing::info!(%addr, %path, ?presented, "refused a request without a valid token");
             early(
                 &req,
-                Error::Unauthorized(
-                    "a valid bearer token is required (Authorization: Bearer cr_…)".into(),
-                )
-                .into_response(),
+                Error::Unauthorized(presented.message().into()).into_response(),
             )
         }
     }

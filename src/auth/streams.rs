@@ -7,9 +7,13 @@
 //! a second while anything is open (one query, however many streams), so a
 //! revocation is noticed whoever wrote it: this server's console, the admin
 //! CLI in another process on the same SQLite file, or another replica on
-//! the same PostgreSQL database.
+//! the same PostgreSQL database. A stream about to deliver what it was
+//! woken for first waits for a look that began after the wake-up
+//! ([`Slot::confirm`]; one look serves every stream waiting at that time),
+//! so nothing written after a revocation reaches a revoked token's stream.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +32,11 @@ pub struct Streams {
     /// `0`: no cap.
     max_per_token: usize,
     open: Mutex<HashMap<i64, Entry>>,
+    /// How many looks for revoked tokens have begun.
+    begun: AtomicU64,
+    /// The number of the last look completed; held while one runs, so
+    /// the streams that ask meanwhile share the next one.
+    completed: tokio::sync::Mutex<u64>,
 }
 
 struct Entry {
@@ -59,6 +68,28 @@ impl Slot {
     pub fn revoked_error() -> Error {
         Error::Unauthorized("this token was revoked; the stream or wait ends".into())
     }
+
+    /// The error a stream ends with when its OAuth access token expires.
+    pub fn expired_error() -> Error {
+        Error::Unauthorized(
+            "this access token has expired; the stream ends (refresh it and reconnect)".into(),
+        )
+    }
+
+    /// Whether this slot's token still stands, as of a look for revoked
+    /// tokens that began after this call: what was committed before the
+    /// call may then be delivered. Streams that ask while a look runs
+    /// share the next one, so a burst costs one query, not one per stream.
+    pub async fn confirm(&self, store: &dyn Store) -> Result<bool, Error> {
+        let need = self.streams.begun.load(Ordering::SeqCst) + 1;
+        let mut completed = self.streams.completed.lock().await;
+        if *completed < need {
+            let n = self.streams.begun.fetch_add(1, Ordering::SeqCst) + 1;
+            look(&self.streams, store).await?;
+            *completed = n;
+        }
+        Ok(!self.revoked.is_cancelled())
+    }
 }
 
 impl Drop for Slot {
@@ -82,6 +113,8 @@ impl Streams {
         Streams {
             max_per_token,
             open: Mutex::new(HashMap::new()),
+            begun: AtomicU64::new(0),
+            completed: tokio::sync::Mutex::new(0),
         }
     }
 
@@ -132,39 +165,39 @@ impl Streams {
     }
 }
 
-/// One look for revoked tokens: every token with something open that the
-/// store no longer lists as valid (revoked, or purged; for an OAuth app,
-/// its grant revoked) is signalled.
+/// One look for revoked tokens, as the background watcher runs it once a
+/// second: a failure is logged and the next look tries again.
 pub async fn check_revocations(streams: &Streams, store: &dyn Store) {
+    if let Err(e) = look(streams, store).await {
+        e.log_if_internal();
+    }
+}
+
+/// Every token with something open that the store no longer lists as
+/// valid (revoked, or purged; for an OAuth app, its grant revoked) is
+/// signalled.
+async fn look(streams: &Streams, store: &dyn Store) -> Result<(), Error> {
     let open = streams.token_ids();
     if open.is_empty() {
-        return;
+        return Ok(());
     }
-    let mut valid: HashSet<i64> = match store.list_tokens().await {
-        Ok(tokens) => tokens
-            .into_iter()
-            .filter(|t| t.revoked_ts.is_none())
-            .map(|t| t.id)
-            .collect(),
-        Err(e) => {
-            e.log_if_internal();
-            return;
-        }
-    };
+    let mut valid: HashSet<i64> = store
+        .list_tokens()
+        .await?
+        .into_iter()
+        .filter(|t| t.revoked_ts.is_none())
+        .map(|t| t.id)
+        .collect();
     // An OAuth app's caller carries its grant's id negated.
     if open.iter().any(|id| *id < 0) {
-        match store.oauth_list_grants().await {
-            Ok(grants) => valid.extend(
-                grants
-                    .into_iter()
-                    .filter(|g| g.revoked_ts.is_none())
-                    .map(|g| -g.id),
-            ),
-            Err(e) => {
-                e.log_if_internal();
-                return;
-            }
-        }
+        valid.extend(
+            store
+                .oauth_list_grants()
+                .await?
+                .into_iter()
+                .filter(|g| g.revoked_ts.is_none())
+                .map(|g| -g.id),
+        );
     }
     let gone: Vec<i64> = open.into_iter().filter(|id| !valid.contains(id)).collect();
     if !gone.is_empty() {
@@ -174,6 +207,22 @@ pub async fn check_revocations(streams: &Streams, store: &dyn Store) {
         );
         streams.revoke(&gone);
     }
+    Ok(())
+}
+
+/// When `caller`'s token stops being valid by itself: an OAuth access
+/// token's expiry (milliseconds since the epoch); `None` for a token that
+/// lives until it is revoked.
+pub async fn expires_at(store: &dyn Store, caller: &Caller) -> Result<Option<i64>, Error> {
+    if caller.token_id >= 0 {
+        return Ok(None);
+    }
+    Ok(Some(
+        store
+            .oauth_token(&caller.token_hash.hex())
+            .await?
+            .map_or(0, |(t, _)| t.expires_ts),
+    ))
 }
 
 /// Whether `caller`'s token still stands (not revoked, not purged): one

@@ -678,6 +678,7 @@ where
 fn limit_hint(error: &str) -> &'static str {
     if error.contains("429") || error.contains("rate_limited") || error.contains("rate limit") {
         "\n  the server limits calls per token: run it with CHATROOM_RATE_LIMIT_PER_MINUTE=0 \
+         CHATROOM_MAX_IN_FLIGHT=0 CHATROOM_MAX_CONNECTIONS_PER_IP=0 \
          (and CHATROOM_MAX_STREAMS_PER_TOKEN=0 for the waiter and stream scenarios)"
     } else if error.contains("too_many_streams") || error.contains("streams") {
         "\n  the server caps streams per token: run it with CHATROOM_MAX_STREAMS_PER_TOKEN=0"

@@ -611,10 +611,90 @@ fn parse_source(
         notices,
     };
     source.add_named_rooms()?;
+    source.check_live_rules()?;
     Ok(source)
 }
 
 impl Source {
+    /// Applies the rules a live server applies to what it takes in (agent
+    /// and file names, text sizes, control and bidi characters), so that
+    /// nothing enters through the import that no client could write. Every
+    /// row that breaks one is listed, and the import is refused whole:
+    /// dropping rows would break the threads, notes and counts that refer
+    /// to them, so the owner fixes them in the source and imports again.
+    fn check_live_rules(&self) -> anyhow::Result<()> {
+        let mut refused: Vec<String> = Vec::new();
+        let mut check = |row: String, result: crate::error::Result<()>| {
+            if let Err(e) = result {
+                refused.push(format!("{row}: {e}"));
+            }
+        };
+        let name = |n: &str| names::check_agent(n);
+        for t in &self.tasks {
+            let row = format!("task {}", t.id);
+            check(row.clone(), limits::check("title", &t.title, limits::TITLE));
+            check(row.clone(), limits::check("body", &t.body, limits::BODY));
+            check(row.clone(), name(&t.created_by));
+            if let Some(a) = &t.assignee {
+                check(row, name(a));
+            }
+        }
+        for n in &self.notes {
+            let row = format!("note {}", n.id);
+            check(row.clone(), limits::check("note", &n.body, limits::NOTE));
+            check(row, name(&n.author));
+        }
+        for m in &self.messages {
+            let row = format!("message {}", m.id);
+            check(
+                row.clone(),
+                limits::check("message", &m.body, limits::MESSAGE),
+            );
+            check(row, name(&m.author));
+        }
+        for e in &self.events {
+            check(format!("event {}", e.id), name(&e.actor));
+        }
+        for c in &self.cursors {
+            check(
+                format!("cursor of {:?}", names::truncate_for_message(&c.agent)),
+                name(&c.agent),
+            );
+        }
+        for f in &self.files {
+            let row = format!("file {}", f.id);
+            check(row.clone(), crate::domain::files::check_name(&f.name));
+            check(row.clone(), name(&f.author));
+            let mime =
+                if f.mime.chars().any(names::is_hidden) || f.mime.chars().count() > limits::MIME {
+                    Err(crate::error::Error::invalid(
+                        "its mime type holds control characters or is too long",
+                    ))
+                } else {
+                    Ok(())
+                };
+            check(row, mime);
+        }
+        if refused.is_empty() {
+            return Ok(());
+        }
+        let shown = 20;
+        let mut text = format!(
+            "{} rows break the rules a live server applies; nothing was imported:",
+            refused.len()
+        );
+        for r in refused.iter().take(shown) {
+            text.push_str(&format!("\n  {r}"));
+        }
+        if refused.len() > shown {
+            text.push_str(&format!("\n  … and {} more", refused.len() - shown));
+        }
+        text.push_str(
+            "\nfix these rows in the ChatRoomMCP database (or a copy of it) and import again",
+        );
+        bail!(text)
+    }
+
     /// Adds a room for every name a row uses that the `rooms` table lacks,
     /// then checks every room name against chatroom's rule.
     fn add_named_rooms(&mut self) -> anyhow::Result<()> {

@@ -43,6 +43,12 @@ pub struct Config {
     /// Open SSE streams plus parked `wait_for_change` calls per token; `0`
     /// disables the cap.
     pub max_streams_per_token: usize,
+    /// Requests in flight per token, and per address for requests without
+    /// a valid token; `0` disables the cap.
+    pub max_in_flight: usize,
+    /// Open connections per direct peer address (an IPv6 one by its /64),
+    /// trusted proxies exempt while `trust_proxy` is on; `0` disables.
+    pub max_connections_per_ip: usize,
     /// `0` disables the failed-auth throttle.
     pub auth_fail_limit: u32,
     pub auth_fail_window: Duration,
@@ -77,6 +83,9 @@ pub struct Config {
     /// refused with `408`: a minute, plus a second for every 64 KiB of the
     /// file cap. Not read from the environment; tests shorten it.
     pub body_read_timeout: Duration,
+    /// How long a request body may go without a byte before it is cut with
+    /// `408`. Not read from the environment; tests shorten it.
+    pub body_idle_timeout: Duration,
 }
 
 /// The MQTT bridge settings (present only when `CHATROOM_MQTT_HOST` is set).
@@ -223,6 +232,8 @@ impl Config {
             trust_proxy: v.switch("CHATROOM_TRUST_PROXY"),
             trusted_proxies,
             max_streams_per_token: v.number("CHATROOM_MAX_STREAMS_PER_TOKEN"),
+            max_in_flight: v.number("CHATROOM_MAX_IN_FLIGHT"),
+            max_connections_per_ip: v.number("CHATROOM_MAX_CONNECTIONS_PER_IP"),
             auth_fail_limit: v.number("CHATROOM_AUTH_FAIL_LIMIT"),
             auth_fail_window: seconds("CHATROOM_AUTH_FAIL_WINDOW"),
             rate_limit_per_minute: v.number("CHATROOM_RATE_LIMIT_PER_MINUTE"),
@@ -247,6 +258,7 @@ impl Config {
             log_json: v.string("CHATROOM_LOG_FORMAT") == "json",
             header_read_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(60 + (max_file_bytes / 65_536) as u64),
+            body_idle_timeout: Duration::from_secs(5),
         }
     }
 

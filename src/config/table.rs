@@ -266,6 +266,20 @@ pub const SETTINGS: &[Setting] = &[
         number(0, 1_000_000),
         "open SSE streams plus parked wait_for_change calls per token (429 past it); 0 disables the cap",
     ),
+    Setting::new(
+        Access,
+        "CHATROOM_MAX_IN_FLIGHT",
+        "32",
+        number(0, 1_000_000),
+        "requests in flight per token, and per client address for requests without a valid token (429 past it); 0 disables the cap",
+    ),
+    Setting::new(
+        Access,
+        "CHATROOM_MAX_CONNECTIONS_PER_IP",
+        "256",
+        number(0, 1_000_000),
+        "open connections per address (IPv6 by its /64), closed unread past it; trusted proxies are not counted while CHATROOM_TRUST_PROXY is on; 0 disables the cap",
+    ),
     // --- Dashboard and console
     Setting::new(
         Pages,

@@ -33,12 +33,12 @@ pub fn check_name(name: &str) -> Result<()> {
     }
     limits::check("name", name, limits::FILE_NAME)?;
     if name.contains(['/', '\\'])
-        || name.chars().any(char::is_control)
+        || name.chars().any(super::names::is_hidden)
         || trimmed == "."
         || trimmed == ".."
     {
         return Err(Error::invalid(
-            "name must be a plain file name: no slashes, no control characters, not . or ..",
+            "name must be a plain file name: no slashes, no control or bidi characters, not . or ..",
         ));
     }
     Ok(())

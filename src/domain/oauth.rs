@@ -420,6 +420,7 @@ async fn checked_grant(store: &dyn Store, mut grant: Grant) -> Result<Grant> {
             )));
         }
     }
+    names::check_newcomer(store, &grant.agent, &rooms).await?;
     for skill in &grant.skills {
         limits::non_empty("skill", skill)?;
         limits::check("skill", skill, limits::SKILL)?;
@@ -635,7 +636,7 @@ pub async fn register(
         None | Some(serde_json::Value::Null) => "an unnamed app".to_owned(),
         Some(serde_json::Value::String(s)) => {
             let s = s.trim();
-            if s.is_empty() || s.chars().count() > 200 || s.chars().any(char::is_control) {
+            if s.is_empty() || s.chars().count() > 200 || s.chars().any(names::is_hidden) {
                 return Err(bad_meta(
                     "client_name must be 1 to 200 characters without control characters",
                 ));

@@ -35,6 +35,7 @@ pub async fn mint(store: &dyn Store, grant: Grant) -> Result<(Secret, TokenRecor
             )));
         }
     }
+    names::check_newcomer(store, &grant.agent, &rooms).await?;
     for skill in &grant.skills {
         limits::non_empty("skill", skill)?;
         limits::check("skill", skill, limits::SKILL)?;

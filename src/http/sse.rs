@@ -40,7 +40,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::auth::streams::Slot;
+use crate::auth::streams::{Slot, expires_at};
 use crate::domain::events::Ids;
 use crate::domain::model::Status;
 use crate::domain::model::{Event, EventFilter, TaskQuery};
@@ -213,10 +213,28 @@ impl Feed {
     async fn run(mut self, after: After, after_msg: Option<i64>, tail: Option<i64>) {
         let shutdown = self.core.shutdown.clone();
         let revoked = self.slot.revoked_token();
+        // An OAuth access token's stream ends when the token expires.
+        let expiry = match expires_at(self.core.store.as_ref(), &self.call.caller).await {
+            Ok(at) => at,
+            Err(e) => {
+                e.log_if_internal();
+                return;
+            }
+        };
+        let expired = async move {
+            match expiry {
+                Some(at) => {
+                    let left = at.saturating_sub(crate::clock::now_ms()).max(0) as u64;
+                    tokio::time::sleep(Duration::from_millis(left)).await
+                }
+                None => std::future::pending().await,
+            }
+        };
         let outcome = tokio::select! {
             _ = shutdown.cancelled() => return,
             // The revocation watcher noticed the token is revoked.
             _ = revoked.cancelled() => Err(Stop::Fail(Slot::revoked_error())),
+            _ = expired => Err(Stop::Fail(Slot::expired_error())),
             outcome = self.serve(after, after_msg, tail) => outcome,
         };
         if let Err(Stop::Fail(e)) = outcome {
@@ -316,22 +334,34 @@ impl Feed {
         self.files_dirty = true;
         self.flush_snapshots().await?;
         loop {
-            let received = tokio::select! {
+            let first = tokio::select! {
                 _ = self.tx.closed() => return Err(Stop::Gone),
                 r = self.bus.recv() => r,
             };
-            match received {
-                Ok(e) => self.live(&e).await?,
-                Err(RecvError::Lagged(missed)) => self.recover(missed).await?,
-                Err(RecvError::Closed) => return Err(Stop::Gone),
-            }
-            // Take whatever else is waiting before sending snapshots, so a
-            // burst of board changes costs one `board` event.
-            for _ in 0..256 {
+            // Take whatever else is waiting, so a burst costs one look for
+            // a revocation and one `board` event.
+            let mut batch = vec![first];
+            while batch.len() < 256 {
                 match self.bus.try_recv() {
-                    Ok(e) => self.live(&e).await?,
-                    Err(TryRecvError::Lagged(missed)) => self.recover(missed).await?,
+                    Ok(e) => batch.push(Ok(e)),
+                    Err(TryRecvError::Lagged(missed)) => batch.push(Err(RecvError::Lagged(missed))),
                     Err(_) => break,
+                }
+            }
+            let mine = |r: &std::result::Result<Arc<Event>, RecvError>| match r {
+                Ok(e) => e.room == self.room && e.id > self.floor,
+                Err(_) => true,
+            };
+            // Everything in the batch was committed before this look began:
+            // a token revoked before any of it is found revoked here.
+            if batch.iter().any(mine) && !self.slot.confirm(self.core.store.as_ref()).await? {
+                return Err(Stop::Fail(Slot::revoked_error()));
+            }
+            for received in batch {
+                match received {
+                    Ok(e) => self.live(&e).await?,
+                    Err(RecvError::Lagged(missed)) => self.recover(missed).await?,
+                    Err(RecvError::Closed) => return Err(Stop::Gone),
                 }
             }
             self.flush_snapshots().await?;

@@ -236,12 +236,15 @@ impl TestServer {
     }
 
     /// The tests' configuration on the SQLite file `db_path`: no rate
-    /// limit, stream cap or failed-auth throttle (each has its own tests;
-    /// load-shaped tests park many waits per token).
+    /// limit, no stream, in-flight or connection cap, no failed-auth
+    /// throttle (each has its own tests; load-shaped tests park many waits
+    /// per token).
     fn config(db_path: &str) -> Config {
         let mut config = Config::for_tests(db_path);
         config.rate_limit_per_minute = 0;
         config.max_streams_per_token = 0;
+        config.max_in_flight = 0;
+        config.max_connections_per_ip = 0;
         config.auth_fail_limit = 0;
         config
     }

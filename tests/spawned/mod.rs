@@ -30,7 +30,10 @@ impl Spawned {
         all.insert("CHATROOM_LISTEN", format!("127.0.0.1:{port}"));
         let log_path = PathBuf::from(format!("{db_path}.{port}.log"));
         let log = std::fs::File::create(&log_path).expect("log file");
-        let child = tokio::process::Command::new(binary())
+        // A load test's "before" figure runs the same attack against
+        // another build: `CHATROOM_TEST_SERVER_BIN=/path/to/old/chatroom`.
+        let bin = std::env::var("CHATROOM_TEST_SERVER_BIN").unwrap_or_else(|_| binary().to_owned());
+        let child = tokio::process::Command::new(bin)
             .arg("serve")
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
