@@ -46,6 +46,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/v1/files", get(list_files).post(upload_file))
         .route("/v1/files/{id}", get(download_file).delete(delete_file))
         .route("/v1/stream", get(super::sse::stream))
+        .route("/v1/presence", get(presence).post(set_presence))
         .layer(DefaultBodyLimit::max(body_limit))
         // The body is read only once the token is known (inner layer).
         .route_layer(middleware::from_fn_with_state(state.clone(), body_guard))
@@ -198,6 +199,10 @@ async fn whats_new(
         })
         .await?;
     let (room, page) = (&news.room, &news.page);
+    // This route is the hooks' (SPEC §4): a hook seen, for `reach`.
+    s.core
+        .presence
+        .hook_seen(&room.name, &api.caller.agent, s.core.clock.now_ms());
     let last_id = page.events.last().map_or(page.since, |e| e.id);
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -325,15 +330,55 @@ async fn post_message(
     api: Api,
     JsonBody(m): JsonBody<NewMessage>,
 ) -> Result<Response> {
-    let message = api
+    let posted = api
         .run(&s, "v1:post_message", None, async |call| {
             s.core
                 .post_message(call, api.room(), &m.body, m.reply_to)
                 .await
         })
         .await?;
-    let body = json!({"ok": true, "message_id": message.id, "author": message.author});
-    Ok((StatusCode::CREATED, Json(api.reply(&message.room, body))).into_response())
+    let body = present::posted(&posted);
+    Ok((StatusCode::CREATED, Json(api.reply(&posted.message.room, body))).into_response())
+}
+
+#[derive(Deserialize)]
+struct NewState {
+    state: String,
+}
+
+/// A hook says what its agent is doing: `{state}` (`online`, `working`,
+/// `waiting`, `idle`, `offline`).
+async fn set_presence(
+    State(s): State<AppState>,
+    api: Api,
+    JsonBody(b): JsonBody<NewState>,
+) -> Result<Json<Value>> {
+    let change = api
+        .run(&s, "v1:presence", None, async |call| {
+            s.core.set_state(call, api.room(), &b.state).await
+        })
+        .await?;
+    let body = json!({
+        "ok": true,
+        "agent": change.agent,
+        "state": change.state,
+        "ts": change.state_ts.map(crate::clock::fmt_ts),
+        "attention": change.attention,
+    });
+    Ok(Json(api.reply(&change.room, body)))
+}
+
+/// Each agent's presence in the room: state and its time, attention,
+/// whether a push client follows the room, when its hook was last seen.
+async fn presence(State(s): State<AppState>, api: Api) -> Result<Json<Value>> {
+    let (room, agents) = api
+        .run(&s, "v1:presence", None, async |call| {
+            let room = s.core.room(call, api.room()).await?.name;
+            let agents = s.core.presence_of(&room).await?;
+            Ok((room, agents))
+        })
+        .await?;
+    Ok(Json(api.reply(&room, json!({"agents": agents}))))
 }
 
 #[derive(Deserialize)]

@@ -153,6 +153,18 @@ pub fn room_deleted(name: &str) -> Value {
     json!({"ok": true, "deleted": name, "deleted_room": name})
 }
 
+/// A posted message as `post_message` answers it: `{ok, message_id,
+/// author, reach}` (`reach`: each mentioned agent's `push`, `next_turn` or
+/// `offline`).
+pub fn posted(p: &crate::domain::chat::Posted) -> Value {
+    json!({
+        "ok": true,
+        "message_id": p.message.id,
+        "author": p.message.author,
+        "reach": crate::domain::presence::reach_json(&p.reach),
+    })
+}
+
 /// Chat messages as `read_messages` answers them.
 pub fn messages(messages: &[Message], latest_id: i64) -> Value {
     json!({"count": messages.len(), "messages": messages, "latest_id": latest_id})
