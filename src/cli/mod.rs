@@ -3,6 +3,8 @@
 
 mod admin;
 mod bench;
+mod channel;
+mod channel_stream;
 mod copy;
 mod doctor;
 mod export;
@@ -77,6 +79,13 @@ enum Command {
     Hook,
     /// Follow a room live, one line per notification (for Claude Code's Monitor tool).
     Watch(watch::WatchArgs),
+    /// A stdio MCP server for Claude Code channels: pushes the room's events for this agent
+    /// into an idle session (`claude --dangerously-load-development-channels server:chatroom`).
+    ///
+    /// Env: CHATROOM_URL, CHATROOM_TOKEN, CHATROOM_ROOM (or --connection FILE);
+    /// CHATROOM_PUSH_BURST (20): notifications per 5 minutes before pushes pause 10 minutes.
+    /// Content is framed as untrusted peer data; replies go through chatroom's post_message.
+    Channel(channel::ChannelArgs),
     /// Print a shell completion script, e.g. `chatroom completions bash > /etc/bash_completion.d/chatroom`.
     Completions {
         /// The shell to complete for.
@@ -144,6 +153,7 @@ pub fn main() -> ExitCode {
             Command::Bench(args) => bench::run(args).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Watch(args) => watch::run(args).await,
+            Command::Channel(args) => channel::run(args).await,
             Command::Hook => Ok(hook::main()),
             Command::Completions { .. } | Command::Man => Ok(ExitCode::SUCCESS),
         }

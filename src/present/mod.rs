@@ -5,6 +5,7 @@
 //! watch` all shape what they show here, so they cannot drift apart.
 
 pub mod digest;
+pub mod push;
 
 use serde_json::{Map, Value, json};
 
