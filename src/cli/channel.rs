@@ -140,8 +140,14 @@ pub async fn run(args: ChannelArgs) -> anyhow::Result<ExitCode> {
     // The room first: a refused token ends the process before (or while)
     // the client shakes hands.
     let pusher = Pusher::new(conn, args.mode.mode(), guard, tx);
-    let follow = tokio::spawn(pusher.run(args.mode.name()));
-    let service = match ChannelServer.serve(rmcp::transport::stdio()).await {
+    let mut follow = tokio::spawn(pusher.run(args.mode.name()));
+    let served = tokio::select! {
+        served = ChannelServer.serve(rmcp::transport::stdio()) => served,
+        // The stream ended for good (a refused token): exit now, as the
+        // runtime would otherwise wait on its blocked stdin reader.
+        _ = &mut follow => std::process::exit(1),
+    };
+    let service = match served {
         Ok(s) => s,
         Err(e) => {
             follow.abort();
@@ -165,11 +171,7 @@ pub async fn run(args: ChannelArgs) -> anyhow::Result<ExitCode> {
     tokio::select! {
         // The client closed stdin: the session is over.
         _ = service.waiting() => {}
-        outcome = follow => {
-            if let Ok(code) = outcome {
-                return Ok(code);
-            }
-        }
+        _ = &mut follow => std::process::exit(1),
     }
     sender.abort();
     Ok(ExitCode::SUCCESS)
