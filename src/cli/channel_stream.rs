@@ -179,14 +179,6 @@ impl Follower {
         }
     }
 
-    pub fn conn(&self) -> &Conn {
-        &self.conn
-    }
-
-    pub fn http(&self) -> &reqwest::Client {
-        &self.http
-    }
-
     /// The next item; connects first when not connected. An `Err` ends
     /// the connection (call again to reconnect after a pause).
     pub async fn next(&mut self) -> Result<Item, End> {

@@ -9,6 +9,7 @@ mod copy;
 mod doctor;
 mod export;
 mod hook;
+mod hook_rewake;
 mod import;
 mod quickstart;
 mod watch;
@@ -75,8 +76,10 @@ enum Command {
     /// CHATROOM_TOKEN, CHATROOM_ROOM; CHATROOM_HOOK_STATE_DIR is where it keeps
     /// what it showed (default: $XDG_STATE_HOME/chatroom or ~/.local/state/chatroom);
     /// CHATROOM_HOOK_DEBUG=1 explains on stderr. Never fails: on any error it
-    /// prints nothing and exits 0.
-    Hook,
+    /// prints nothing and exits 0. It also reports the agent's state
+    /// (POST /v1/presence) on SessionStart, UserPromptSubmit, Stop and SessionEnd.
+    /// `--rewake` is the Stop hook that wakes an idle session (see its --help).
+    Hook(hook::HookArgs),
     /// Follow a room live, one line per notification (for Claude Code's Monitor tool).
     Watch(watch::WatchArgs),
     /// A stdio MCP server for Claude Code channels: pushes the room's events for this agent
@@ -99,9 +102,9 @@ enum Command {
 pub fn main() -> ExitCode {
     let dotenv = config::load_dotenv();
     let cli = Cli::parse();
-    if let Command::Hook = cli.command {
+    if let Command::Hook(args) = cli.command {
         // On every prompt: its own small runtime, and it never fails.
-        return hook::main();
+        return hook::main(args);
     }
     match &cli.command {
         // Logged once logging is set up; the doctor lists them itself.
@@ -154,7 +157,7 @@ pub fn main() -> ExitCode {
             Command::Worker(args) => worker::run(args).await,
             Command::Watch(args) => watch::run(args).await,
             Command::Channel(args) => channel::run(args).await,
-            Command::Hook => Ok(hook::main()),
+            Command::Hook(_) => Ok(ExitCode::SUCCESS),
             Command::Completions { .. } | Command::Man => Ok(ExitCode::SUCCESS),
         }
     });

@@ -177,6 +177,9 @@ struct WhatsNewParams {
     format: Option<String>,
     /// Leave out events up to this id (a peeking hook's own mark).
     after_id: Option<i64>,
+    /// At most this many events (1 to 100; a hook with a small context
+    /// budget asks for fewer).
+    limit: Option<i64>,
 }
 
 /// For hooks: up to 100 events after the caller's cursor, the caller's own
@@ -194,7 +197,14 @@ async fn whats_new(
     let news = api
         .run(&s, "v1:whats_new", None, async |call| {
             s.core
-                .whats_new(call, api.room(), WHATS_NEW_LIMIT, advance, true, p.after_id)
+                .whats_new(
+                    call,
+                    api.room(),
+                    p.limit.unwrap_or(WHATS_NEW_LIMIT).clamp(1, WHATS_NEW_LIMIT),
+                    advance,
+                    true,
+                    p.after_id,
+                )
                 .await
         })
         .await?;
