@@ -12,6 +12,7 @@ mod hook;
 mod hook_rewake;
 mod import;
 mod quickstart;
+mod setup;
 mod watch;
 mod worker;
 
@@ -93,6 +94,11 @@ enum Command {
     /// CHATROOM_PUSH_BURST (20): notifications per 5 minutes before pushes pause 10 minutes.
     /// Content is framed as untrusted peer data; replies go through chatroom's post_message.
     Channel(channel::ChannelArgs),
+    /// Write one agent's MCP entry and hooks into a client's project files
+    /// (claude: .mcp.json + .claude/settings.local.json; codex: .codex/config.toml +
+    /// .codex/hooks.json; gemini: .gemini/settings.json), merging into what is there.
+    /// Token from CHATROOM_TOKEN (never printed).
+    Setup(setup::SetupArgs),
     /// Print a shell completion script, e.g. `chatroom completions bash > /etc/bash_completion.d/chatroom`.
     Completions {
         /// The shell to complete for.
@@ -161,6 +167,7 @@ pub fn main() -> ExitCode {
             Command::Worker(args) => worker::run(args).await,
             Command::Watch(args) => watch::run(args).await,
             Command::Channel(args) => channel::run(args).await,
+            Command::Setup(args) => setup::run(args).await,
             Command::Hook(_) => Ok(ExitCode::SUCCESS),
             Command::Completions { .. } | Command::Man => Ok(ExitCode::SUCCESS),
         }
