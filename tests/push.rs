@@ -320,3 +320,52 @@ async fn reach_for_each_state() {
     );
     monitor.kill().await.unwrap();
 }
+
+/// `chatroom doctor --agent` names a variable that silently turns channels
+/// off, and points at the debug log's line.
+#[tokio::test]
+async fn doctor_names_what_turns_channels_off() {
+    let s = TestServer::start().await;
+    s.room("lobby").await;
+    let token = s.token("alice", "lobby").await;
+    let home = tempfile::tempdir().unwrap();
+    let env = HashMap::from([
+        ("CHATROOM_URL", s.url.clone()),
+        ("CHATROOM_TOKEN", token),
+        ("DISABLE_TELEMETRY", "1".to_owned()),
+        ("HOME", home.path().to_string_lossy().into_owned()),
+    ]);
+    let (_, out, _) = common::run_cli(&["doctor", "--agent"], &env).await;
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("warn") && l.contains("DISABLE_TELEMETRY set")),
+        "{out}"
+    );
+    assert!(out.contains("Channel notifications skipped"), "{out}");
+}
+
+/// Codex and Gemini CLI get `hookSpecificOutput.additionalContext` JSON
+/// naming their event, within 10,000 characters.
+#[tokio::test]
+async fn codex_and_gemini_hooks_print_additional_context() {
+    let s = TestServer::start().await;
+    let bob = s.agent("bob", "lobby").await;
+    let token = s.token("alice", "lobby").await;
+    for i in 0..30 {
+        bob.call("post_message", json!({"body": format!("{i} {}", "x".repeat(900))}))
+            .await;
+    }
+    let env = HashMap::from([("CHATROOM_URL", s.url.clone()), ("CHATROOM_TOKEN", token)]);
+    for (client, event) in [("codex", "UserPromptSubmit"), ("gemini", "BeforeAgent")] {
+        let input = format!(r#"{{"hook_event_name":"{event}","session_id":"x"}}"#);
+        let (code, out, _) =
+            common::run_with_stdin(&["hook", "--client", client], &env, Some(&input)).await;
+        assert_eq!(code, 0);
+        let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{out}: {e}"));
+        assert_eq!(v["hookSpecificOutput"]["hookEventName"], event);
+        let ctx = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+        assert!(ctx.chars().count() <= 10_000, "{}", ctx.len());
+        assert!(ctx.contains("UNTRUSTED DATA"), "{ctx}");
+        assert!(ctx.contains("whats_new"), "{ctx}");
+    }
+}

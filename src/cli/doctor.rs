@@ -439,6 +439,9 @@ async fn agent_side(report: &mut Report) {
         (status, _) => report.fail(format!("{base}/mcp answered HTTP {status}: {body}")),
     }
     hook_state(report);
+    for c in super::doctor_push::checks() {
+        report.line(if c.warn { Level::Warn } else { Level::Ok }, c.text);
+    }
 }
 
 /// The hook keeps what it showed in a state directory; without one it

@@ -7,6 +7,7 @@ mod channel;
 mod channel_stream;
 mod copy;
 mod doctor;
+mod doctor_push;
 mod export;
 mod hook;
 mod hook_rewake;
