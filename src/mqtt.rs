@@ -640,7 +640,11 @@ mod presence {
             }
             let t = topic(&prefix, &change.room, &change.agent);
             let payload = change.payload().to_string().into_bytes();
-            if client.publish(t, QoS::AtLeastOnce, true, payload).await.is_err() {
+            if client
+                .publish(t, QoS::AtLeastOnce, true, payload)
+                .await
+                .is_err()
+            {
                 return;
             }
         }

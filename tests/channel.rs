@@ -61,11 +61,13 @@ impl Channel {
 
     /// The handshake as Claude Code does it, offering `offered`.
     async fn handshake(&mut self, offered: &str) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": offered,
             "capabilities": {"roots": {"listChanged": true}, "elicitation": {}},
-            "clientInfo": {"name": "claude-code", "version": "2.1.332"}}}))
-            .await;
+            "clientInfo": {"name": "claude-code", "version": "2.1.332"}}}),
+        )
+        .await;
         let answer = self.recv().await;
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await;
@@ -110,10 +112,15 @@ async fn the_handshake() {
         let r = ch.handshake(offered).await;
         let result = &r["result"];
         assert_eq!(result["protocolVersion"], "2025-11-25", "{offered}: {r}");
-        assert_eq!(result["capabilities"]["experimental"]["claude/channel"], json!({}));
-        assert!(result["capabilities"]["experimental"]
-            .get("claude/channel/permission")
-            .is_none());
+        assert_eq!(
+            result["capabilities"]["experimental"]["claude/channel"],
+            json!({})
+        );
+        assert!(
+            result["capabilities"]["experimental"]
+                .get("claude/channel/permission")
+                .is_none()
+        );
         let instructions = result["instructions"].as_str().unwrap();
         assert!(instructions.contains("untrusted"), "{instructions}");
         assert!(instructions.contains("post_message"), "{instructions}");
@@ -148,14 +155,20 @@ async fn a_mention_arrives_with_its_meta() {
     );
     assert!(meta["event_id"].as_str().unwrap().parse::<i64>().is_ok());
     for (k, v) in meta.as_object().unwrap() {
-        assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{k}");
+        assert!(
+            k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{k}"
+        );
         assert!(v.is_string(), "{k}: {v}");
     }
     let content = n["content"].as_str().unwrap();
     assert!(content.contains("look at the build"), "{content}");
     assert!(content.contains("untrusted"), "{content}");
     assert!(!content.contains('\n'));
-    assert!(ch.quiet().await, "nothing for alice's own words or plain talk");
+    assert!(
+        ch.quiet().await,
+        "nothing for alice's own words or plain talk"
+    );
 }
 
 /// Waits until the server counts a push client of the token's agent.
@@ -198,7 +211,10 @@ async fn no_duplicates_across_a_restart() {
     wait_for_push(&s.url, &token).await;
     let a = say(&bob, "first @alice").await;
     let n = ch.notification().await;
-    assert_eq!(n["meta"]["message_id"], a["message_id"].as_i64().unwrap().to_string());
+    assert_eq!(
+        n["meta"]["message_id"],
+        a["message_id"].as_i64().unwrap().to_string()
+    );
 
     let (backup_dir, backup) = s.backup().await;
     let s = s.restore(&backup).await;
@@ -251,7 +267,10 @@ async fn the_loop_guard_pauses() {
     let notice = &notes[2];
     assert_eq!(notice["meta"]["kind"], "push_paused", "{notice}");
     let text = notice["content"].as_str().unwrap();
-    assert!(text.contains("pause for 10 minutes") && text.contains("whats_new"), "{text}");
+    assert!(
+        text.contains("pause for 10 minutes") && text.contains("whats_new"),
+        "{text}"
+    );
     say(&bob, "after @alice").await;
     assert!(ch.quiet().await, "paused");
 }

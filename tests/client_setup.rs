@@ -14,11 +14,7 @@ async fn setup(client: &str, dir: &std::path::Path, token: &str) -> (i32, String
         ("CHATROOM_URL", "http://127.0.0.1:8080".to_owned()),
         ("CHATROOM_TOKEN", token.to_owned()),
     ]);
-    common::run_cli(
-        &["setup", client, "--dir", dir.to_str().unwrap()],
-        &env,
-    )
-    .await
+    common::run_cli(&["setup", client, "--dir", dir.to_str().unwrap()], &env).await
 }
 
 fn json_file(path: std::path::PathBuf) -> Value {
@@ -64,7 +60,10 @@ async fn claude_files() {
     }
     let stop = &settings["hooks"]["Stop"][0]["hooks"][0];
     assert!(stop["command"].as_str().unwrap().contains("--rewake"));
-    assert_eq!((stop["async"].clone(), stop["asyncRewake"].clone()), (json!(true), json!(true)));
+    assert_eq!(
+        (stop["async"].clone(), stop["asyncRewake"].clone()),
+        (json!(true), json!(true))
+    );
     private(&dir.path().join(".claude/chatroom.env"));
     private(&dir.path().join(".mcp.json"));
     // Again: still one hook per event.
@@ -112,10 +111,18 @@ async fn codex_files() {
 #[tokio::test]
 async fn gemini_files() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, _, err) = setup("gemini", dir.path(), "cr_carol-token-cccccccccccccccccccccccccccccc").await;
+    let (code, _, err) = setup(
+        "gemini",
+        dir.path(),
+        "cr_carol-token-cccccccccccccccccccccccccccccc",
+    )
+    .await;
     assert_eq!(code, 0, "{err}");
     let s = json_file(dir.path().join(".gemini/settings.json"));
-    assert_eq!(s["mcpServers"]["chatroom"]["httpUrl"], "http://127.0.0.1:8080/mcp");
+    assert_eq!(
+        s["mcpServers"]["chatroom"]["httpUrl"],
+        "http://127.0.0.1:8080/mcp"
+    );
     let h = &s["hooks"]["BeforeAgent"][0]["hooks"][0];
     assert!(h["command"].as_str().unwrap().contains("--client gemini"));
     assert_eq!(h["timeout"], 10_000);
@@ -144,8 +151,19 @@ async fn two_folders_keep_their_tokens() {
 async fn a_broken_file_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(".mcp.json"), "{ not json").unwrap();
-    let (code, _, err) = setup("claude", dir.path(), "cr_x-token-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx").await;
+    let (code, _, err) = setup(
+        "claude",
+        dir.path(),
+        "cr_x-token-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    )
+    .await;
     assert_ne!(code, 0);
-    assert!(err.contains(".mcp.json") && err.contains("not valid JSON"), "{err}");
-    assert_eq!(std::fs::read_to_string(dir.path().join(".mcp.json")).unwrap(), "{ not json");
+    assert!(
+        err.contains(".mcp.json") && err.contains("not valid JSON"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".mcp.json")).unwrap(),
+        "{ not json"
+    );
 }

@@ -52,22 +52,41 @@ fn the_plugin_holds_together() {
     assert_eq!(p["userConfig"]["token"]["sensitive"], true);
     let http = &p["mcpServers"]["chatroom"];
     assert_eq!(http["type"], "http");
-    assert_eq!(http["headers"]["Authorization"], "Bearer ${user_config.token}");
+    assert_eq!(
+        http["headers"]["Authorization"],
+        "Bearer ${user_config.token}"
+    );
     let channel = p["channels"][0]["server"].as_str().unwrap();
     assert_eq!(p["mcpServers"][channel]["args"][0], "channel");
     let h = json("plugin/hooks/hooks.json");
     let cmd = |event: &str| h["hooks"][event][0]["hooks"][0].clone();
     assert_eq!(cmd("UserPromptSubmit")["command"], "chatroom hook");
     let stop = cmd("Stop");
-    assert!(stop["command"].as_str().unwrap().starts_with("chatroom hook --rewake"));
+    assert!(
+        stop["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("chatroom hook --rewake")
+    );
     assert_eq!(stop["async"], true);
     assert_eq!(stop["asyncRewake"], true);
-    assert!(stop["timeout"].as_i64().unwrap() > 50 * 60, "outlasts the wait");
-    assert!(cmd("SessionStart")["command"].as_str().unwrap().contains("--save-connection"));
+    assert!(
+        stop["timeout"].as_i64().unwrap() > 50 * 60,
+        "outlasts the wait"
+    );
+    assert!(
+        cmd("SessionStart")["command"]
+            .as_str()
+            .unwrap()
+            .contains("--save-connection")
+    );
     assert_eq!(cmd("SessionEnd")["command"], "chatroom hook");
     let mon = json("plugin/monitors/monitors.json");
     let mon_cmd = mon[0]["command"].as_str().unwrap();
-    assert!(mon_cmd.starts_with("chatroom watch --monitor --connection"), "{mon_cmd}");
+    assert!(
+        mon_cmd.starts_with("chatroom watch --monitor --connection"),
+        "{mon_cmd}"
+    );
     let skill = std::fs::read_to_string(root().join("plugin/skills/chatroom/SKILL.md")).unwrap();
     assert!(skill.starts_with("---\nname: chatroom\n"));
     assert_eq!(skill, chatroom::cli::COORDINATION_SKILL);

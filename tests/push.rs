@@ -104,14 +104,22 @@ async fn the_monitor_stops_on_a_bad_token() {
     s.room("lobby").await;
     let env = HashMap::from([
         ("CHATROOM_URL", s.url.clone()),
-        ("CHATROOM_TOKEN", "cr_wrong-wrong-wrong-wrong-wrong-wrong".to_owned()),
+        (
+            "CHATROOM_TOKEN",
+            "cr_wrong-wrong-wrong-wrong-wrong-wrong".to_owned(),
+        ),
     ]);
     let (code, _, err) = common::run_cli(&["watch", "--monitor"], &env).await;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("token was refused"), "{err}");
 }
 
-async fn rewake(url: &str, token: &str, wait: &str, state: &std::path::Path) -> tokio::process::Child {
+async fn rewake(
+    url: &str,
+    token: &str,
+    wait: &str,
+    state: &std::path::Path,
+) -> tokio::process::Child {
     let mut child = tokio::process::Command::new(common::binary())
         .args(["hook", "--rewake", "--wait", wait])
         .env_clear()
@@ -214,7 +222,13 @@ async fn rewake_with_a_bad_token() {
     let s = TestServer::start().await;
     s.room("lobby").await;
     let state = tempfile::tempdir().unwrap();
-    let child = rewake(&s.url, "cr_wrong-wrong-wrong-wrong-wrong-wrong", "1m", state.path()).await;
+    let child = rewake(
+        &s.url,
+        "cr_wrong-wrong-wrong-wrong-wrong-wrong",
+        "1m",
+        state.path(),
+    )
+    .await;
     let (code, _, err) = finish(child).await;
     assert_eq!(code, 1);
     assert!(err.contains("token was refused"), "{err}");
@@ -352,8 +366,11 @@ async fn codex_and_gemini_hooks_print_additional_context() {
     let bob = s.agent("bob", "lobby").await;
     let token = s.token("alice", "lobby").await;
     for i in 0..30 {
-        bob.call("post_message", json!({"body": format!("{i} {}", "x".repeat(900))}))
-            .await;
+        bob.call(
+            "post_message",
+            json!({"body": format!("{i} {}", "x".repeat(900))}),
+        )
+        .await;
     }
     let env = HashMap::from([("CHATROOM_URL", s.url.clone()), ("CHATROOM_TOKEN", token)]);
     for (client, event) in [("codex", "UserPromptSubmit"), ("gemini", "BeforeAgent")] {
@@ -363,7 +380,9 @@ async fn codex_and_gemini_hooks_print_additional_context() {
         assert_eq!(code, 0);
         let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{out}: {e}"));
         assert_eq!(v["hookSpecificOutput"]["hookEventName"], event);
-        let ctx = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+        let ctx = v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap();
         assert!(ctx.chars().count() <= 10_000, "{}", ctx.len());
         assert!(ctx.contains("UNTRUSTED DATA"), "{ctx}");
         assert!(ctx.contains("whats_new"), "{ctx}");

@@ -220,12 +220,7 @@ struct Pusher {
 }
 
 impl Pusher {
-    fn new(
-        conn: Conn,
-        mode: push::Mode,
-        guard: Guard,
-        sink: Sink,
-    ) -> Pusher {
+    fn new(conn: Conn, mode: push::Mode, guard: Guard, sink: Sink) -> Pusher {
         let kind = match sink {
             Sink::Channel(_) => "channel",
             Sink::Monitor => "monitor",
@@ -258,10 +253,13 @@ impl Pusher {
                 at.map(|ms| start + std::time::Duration::from_millis(ms.max(0) as u64))
             };
             let due_at = wake(due, self.start);
-            let lease_at = lease.map(|(_, wall)| {
-                Instant::now()
-                    + std::time::Duration::from_millis((wall - crate::clock::now_ms()).max(0) as u64)
-            });
+            let lease_at =
+                lease.map(|(_, wall)| {
+                    Instant::now()
+                        + std::time::Duration::from_millis(
+                            (wall - crate::clock::now_ms()).max(0) as u64
+                        )
+                });
             tokio::select! {
                 item = self.follower.next() => match item {
                     Ok(Item::Ready(d)) => {

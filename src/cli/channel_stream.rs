@@ -143,7 +143,8 @@ pub enum End {
     Fatal(String),
 }
 
-type Body = std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>;
+type Body =
+    std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>;
 
 /// One room's stream, followed across reconnects from the last event seen.
 pub struct Follower {
@@ -264,7 +265,10 @@ impl Follower {
         }
         let url = format!("{}/v1/stream", self.conn.base);
         let with_query = reqwest::Url::parse_with_params(&url, &query).map_err(|e| {
-            End::Fatal(format!("CHATROOM_URL {:?} is not a URL: {e}", self.conn.base))
+            End::Fatal(format!(
+                "CHATROOM_URL {:?} is not a URL: {e}",
+                self.conn.base
+            ))
         })?;
         let response = self
             .http

@@ -192,9 +192,7 @@ pub fn main(args: HookArgs) -> ExitCode {
         Ok(None) => say("nothing new"),
         Ok(Some(text)) => {
             let out = match (mode, args.client) {
-                (Mode::PostToolUse, Client::Claude) => {
-                    crate::present::digest::post_tool_use(&text)
-                }
+                (Mode::PostToolUse, Client::Claude) => crate::present::digest::post_tool_use(&text),
                 (Mode::Prompt, Client::Claude) => text,
                 (_, _) => additional_context(event.as_deref().unwrap_or("UserPromptSubmit"), &text),
             };
@@ -277,7 +275,10 @@ fn additional_context(event: &str, text: &str) -> String {
 }
 
 /// `POST /v1/presence {state}` for this hook's agent.
-pub(super) async fn post_state(conn: &super::channel_stream::Conn, state: &str) -> Result<(), String> {
+pub(super) async fn post_state(
+    conn: &super::channel_stream::Conn,
+    state: &str,
+) -> Result<(), String> {
     let client = reqwest::Client::builder()
         .user_agent(concat!("chatroom-hook/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(CONNECT_TIMEOUT)

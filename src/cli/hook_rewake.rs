@@ -197,13 +197,10 @@ struct GuardFile {
 
 impl GuardFile {
     fn locate(session: &str, fresh: Guard) -> GuardFile {
-        let path = (!session.is_empty())
-            .then(state_dir)
-            .flatten()
-            .map(|d| {
-                let key = hex::encode(Sha256::digest(session.as_bytes()));
-                d.join(format!("rewake-{}.json", &key[..16]))
-            });
+        let path = (!session.is_empty()).then(state_dir).flatten().map(|d| {
+            let key = hex::encode(Sha256::digest(session.as_bytes()));
+            d.join(format!("rewake-{}.json", &key[..16]))
+        });
         let guard = path
             .as_ref()
             .and_then(|p| std::fs::read_to_string(p).ok())

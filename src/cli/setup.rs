@@ -139,7 +139,8 @@ pub fn write(client: Target, dir: &Path, conn: &Conn) -> Result<Vec<PathBuf>, St
             merge_toml(&config, &mcp_url, &bearer)?;
             let hooks = sub.join("hooks.json");
             merge_json(&hooks, |v| {
-                let h = json!({"type": "command", "command": hook(" --client codex"), "timeout": 10});
+                let h =
+                    json!({"type": "command", "command": hook(" --client codex"), "timeout": 10});
                 for event in ["SessionStart", "UserPromptSubmit", "Stop"] {
                     set_hook(v, event, h.clone());
                 }
@@ -149,7 +150,8 @@ pub fn write(client: Target, dir: &Path, conn: &Conn) -> Result<Vec<PathBuf>, St
         Target::Gemini => {
             let settings = sub.join("settings.json");
             merge_json(&settings, |v| {
-                v["mcpServers"][NAME] = json!({"httpUrl": mcp_url, "headers": {"Authorization": bearer}});
+                v["mcpServers"][NAME] =
+                    json!({"httpUrl": mcp_url, "headers": {"Authorization": bearer}});
                 // Gemini CLI's hook timeouts are in milliseconds.
                 let h = json!({"type": "command", "name": NAME, "command": hook(" --client gemini"), "timeout": 10_000});
                 for event in ["SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd"] {

@@ -155,10 +155,8 @@ async fn monitor(args: WatchArgs) -> ExitCode {
             }
             super::channel_stream::Conn::resolve(Some(file))
         }
-        None => Ok(args
-            .token
-            .filter(|t| !t.trim().is_empty())
-            .map(|token| super::channel_stream::Conn {
+        None => Ok(args.token.filter(|t| !t.trim().is_empty()).map(|token| {
+            super::channel_stream::Conn {
                 base: args
                     .url
                     .trim()
@@ -167,7 +165,8 @@ async fn monitor(args: WatchArgs) -> ExitCode {
                     .to_owned(),
                 token: token.trim().to_owned(),
                 room: args.room.filter(|r| !r.trim().is_empty()),
-            })),
+            }
+        })),
     };
     match conn {
         Ok(Some(conn)) => super::channel::monitor(conn, mode).await,

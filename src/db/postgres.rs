@@ -845,14 +845,20 @@ impl Store for PostgresStore {
     }
 
     async fn agent_statuses(&self, room: &str) -> Result<Vec<AgentStatus>> {
-        let rows: Vec<(String, Option<String>, Option<i64>, Option<String>, Option<i64>, Option<i64>)> =
-            sqlx::query_as(
-                "SELECT agent, state, state_ts, attention, hook_seen_ts, push_seen_ts \
+        let rows: Vec<(
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            Option<i64>,
+            Option<i64>,
+        )> = sqlx::query_as(
+            "SELECT agent, state, state_ts, attention, hook_seen_ts, push_seen_ts \
                  FROM agent_status WHERE room = $1 ORDER BY agent",
-            )
-            .bind(room)
-            .fetch_all(&self.pool)
-            .await?;
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows
             .into_iter()
             .map(

@@ -132,6 +132,9 @@ impl Change {
 
 type Key = (String, String);
 
+/// A room's attention switches as read (per agent), and when.
+type Switches = (i64, HashMap<String, Attention>);
+
 fn key(room: &str, agent: &str) -> Key {
     (room.to_owned(), agent.to_owned())
 }
@@ -148,7 +151,7 @@ pub struct Presence {
     /// When the push marks were last renewed.
     push_beat: Mutex<i64>,
     /// Each room's attention switches as last read, and when.
-    attention: Mutex<HashMap<String, (i64, HashMap<String, Attention>)>>,
+    attention: Mutex<HashMap<String, Switches>>,
     changes: broadcast::Sender<Change>,
 }
 
@@ -246,7 +249,10 @@ impl Presence {
 
     /// How many push clients of `agent` this replica holds in `room`.
     pub fn push_clients(&self, room: &str, agent: &str) -> usize {
-        lock(&self.push).get(&key(room, agent)).copied().unwrap_or(0)
+        lock(&self.push)
+            .get(&key(room, agent))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The state and attention changes, for the MQTT bridge.
@@ -407,7 +413,10 @@ impl Core {
         let statuses = self.store.agent_statuses(room).await?;
         let mut out: Vec<AgentPresence> = statuses
             .into_iter()
-            .map(|s| self.merge(room, &s.agent.clone(), Some(s), now))
+            .map(|s| {
+                let agent = s.agent.clone();
+                self.merge(room, &agent, Some(s), now)
+            })
             .collect();
         // Agents this replica knows of that the store has no row for yet.
         let pending: Vec<String> = {

@@ -301,9 +301,13 @@ pub enum Admit {
     Send,
     /// The burst is spent: send the pause notice instead; pushes resume at
     /// `until`.
-    PauseNotice { until: i64 },
+    PauseNotice {
+        until: i64,
+    },
     /// Paused: send nothing.
-    Paused { until: i64 },
+    Paused {
+        until: i64,
+    },
 }
 
 /// The loop guard: at most `burst` notifications per [`GUARD_WINDOW_MS`];
@@ -328,7 +332,10 @@ impl Guard {
     /// The guard `CHATROOM_PUSH_BURST` asks for; a bad value is an error
     /// naming the variable.
     pub fn from_env() -> std::result::Result<Guard, String> {
-        match std::env::var(BURST_VAR).ok().filter(|v| !v.trim().is_empty()) {
+        match std::env::var(BURST_VAR)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        {
             None => Ok(Guard::new(DEFAULT_BURST)),
             Some(v) => match v.trim().parse::<usize>() {
                 Ok(n) if n >= 1 => Ok(Guard::new(n)),
@@ -348,7 +355,11 @@ impl Guard {
             self.paused_until = None;
             self.sent.clear();
         }
-        while self.sent.front().is_some_and(|&t| now - t >= GUARD_WINDOW_MS) {
+        while self
+            .sent
+            .front()
+            .is_some_and(|&t| now - t >= GUARD_WINDOW_MS)
+        {
             self.sent.pop_front();
         }
         if self.sent.len() < self.burst {
@@ -405,26 +416,54 @@ mod tests {
     #[test]
     fn the_actionable_set() {
         let cases = [
-            ("message", json!({"mentions": ["alice"]}), Some(Reason::Mention)),
-            ("message", json!({"mentions": [], "reply_to_author": "Alice"}), Some(Reason::Reply)),
+            (
+                "message",
+                json!({"mentions": ["alice"]}),
+                Some(Reason::Mention),
+            ),
+            (
+                "message",
+                json!({"mentions": [], "reply_to_author": "Alice"}),
+                Some(Reason::Reply),
+            ),
             ("message", json!({"mentions": ["bob"]}), None),
-            ("note_added", json!({"mentions": [], "assignee": "Alice"}), Some(Reason::Reply)),
-            ("task_created", json!({"assignee": "Alice"}), Some(Reason::Assigned)),
+            (
+                "note_added",
+                json!({"mentions": [], "assignee": "Alice"}),
+                Some(Reason::Reply),
+            ),
+            (
+                "task_created",
+                json!({"assignee": "Alice"}),
+                Some(Reason::Assigned),
+            ),
             ("task_created", json!({"assignee": null}), None),
             (
                 "task_reviewed",
                 json!({"approve": false, "assignee": null, "previous_assignee": "Alice"}),
                 Some(Reason::SentBack),
             ),
-            ("task_reviewed", json!({"approve": true, "assignee": "Alice"}), None),
+            (
+                "task_reviewed",
+                json!({"approve": true, "assignee": "Alice"}),
+                None,
+            ),
             ("task_submitted", json!({"status": "in_review"}), None),
             (
                 "task_lease_expired",
                 json!({"assignee": null, "previous_assignee": "Alice"}),
                 Some(Reason::ClaimLost),
             ),
-            ("task_cancelled", json!({"assignee": "Alice"}), Some(Reason::ClaimLost)),
-            ("task_updated", json!({"assignee": "Alice"}), Some(Reason::TaskChanged)),
+            (
+                "task_cancelled",
+                json!({"assignee": "Alice"}),
+                Some(Reason::ClaimLost),
+            ),
+            (
+                "task_updated",
+                json!({"assignee": "Alice"}),
+                Some(Reason::TaskChanged),
+            ),
             ("task_updated", json!({"assignee": "bob"}), None),
             ("file_added", json!({}), None),
         ];
@@ -454,7 +493,11 @@ mod tests {
         assert!(pushes(Mode::All, Attention::Open, None));
         assert!(!pushes(Mode::Mentions, Attention::Open, r));
         assert!(pushes(Mode::Actionable, Attention::Dnd, m));
-        assert!(pushes(Mode::Actionable, Attention::Dnd, Some(Reason::Assigned)));
+        assert!(pushes(
+            Mode::Actionable,
+            Attention::Dnd,
+            Some(Reason::Assigned)
+        ));
         assert!(!pushes(Mode::Actionable, Attention::Dnd, r));
         assert!(!pushes(Mode::All, Attention::Dnd, None));
         assert!(!pushes(Mode::Actionable, Attention::Focus, m));

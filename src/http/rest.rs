@@ -348,7 +348,11 @@ async fn post_message(
         })
         .await?;
     let body = present::posted(&posted);
-    Ok((StatusCode::CREATED, Json(api.reply(&posted.message.room, body))).into_response())
+    Ok((
+        StatusCode::CREATED,
+        Json(api.reply(&posted.message.room, body)),
+    )
+        .into_response())
 }
 
 #[derive(Deserialize)]

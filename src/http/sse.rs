@@ -41,9 +41,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::auth::streams::Slot;
 use crate::domain::events::Ids;
-use crate::domain::push;
 use crate::domain::model::Status;
 use crate::domain::model::{Event, EventFilter, TaskQuery};
+use crate::domain::push;
 use crate::domain::{Call, Core};
 use crate::error::{Error, Result};
 use crate::present::{self, UNTRUSTED_WARNING, Viewer};

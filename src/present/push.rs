@@ -44,7 +44,11 @@ pub fn event_from_activity(v: &Value) -> Option<Event> {
 pub fn one_line(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        let c = if c.is_control() || c.is_whitespace() { ' ' } else { c };
+        let c = if c.is_control() || c.is_whitespace() {
+            ' '
+        } else {
+            c
+        };
         if c == ' ' && (out.is_empty() || out.ends_with(' ')) {
             continue;
         }
@@ -81,7 +85,10 @@ pub fn channel_content(room: &str, items: &[Pushed], you: &str) -> String {
                 .unwrap_or_default();
             let what = super::digest::what(&p.event, you);
             cut(
-                &one_line(&format!("event #{} {}{why}: {what}", p.event.id, p.event.actor)),
+                &one_line(&format!(
+                    "event #{} {}{why}: {what}",
+                    p.event.id, p.event.actor
+                )),
                 per,
             )
         })
@@ -124,9 +131,18 @@ pub fn channel_meta(room: &str, items: &[Pushed]) -> Value {
     let fields: [(&str, Option<String>); 6] = [
         ("kind", joined(items, |p| Some(p.event.kind.clone()))),
         ("actor", joined(items, |p| Some(one_line(&p.event.actor)))),
-        ("task_id", joined(items, |p| p.event.task_id.map(|t| t.to_string()))),
-        ("message_id", joined(items, |p| p.event.message_id.map(|t| t.to_string()))),
-        ("reason", joined(items, |p| p.reason.map(|r| r.as_str().to_owned()))),
+        (
+            "task_id",
+            joined(items, |p| p.event.task_id.map(|t| t.to_string())),
+        ),
+        (
+            "message_id",
+            joined(items, |p| p.event.message_id.map(|t| t.to_string())),
+        ),
+        (
+            "reason",
+            joined(items, |p| p.reason.map(|r| r.as_str().to_owned())),
+        ),
         (
             "event_ids",
             (items.len() > 1).then(|| {
@@ -222,7 +238,10 @@ mod tests {
 
     #[test]
     fn meta_keys_and_values() {
-        let m = channel_meta("lobby", &[pushed(4, "message", "a"), pushed(9, "note_added", "b")]);
+        let m = channel_meta(
+            "lobby",
+            &[pushed(4, "message", "a"), pushed(9, "note_added", "b")],
+        );
         let m = m.as_object().unwrap();
         for (k, v) in m {
             assert!(meta_key_ok(k), "{k}");
