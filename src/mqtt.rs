@@ -67,9 +67,6 @@ const MAX_PACKET: usize = 1 << 20;
 /// Home Assistant's standard discovery prefix.
 const HA_PREFIX: &str = "homeassistant";
 
-/// Whether this build can speak TLS to the broker.
-pub const TLS_BUILT_IN: bool = cfg!(feature = "mqtt-tls");
-
 /// Starts the bridge; the handle ends once it has said goodbye to the broker
 /// after `core.shutdown`. Fails only on settings this build cannot honour.
 pub fn spawn(config: MqttConfig, core: Core, stats: Arc<Stats>) -> anyhow::Result<JoinHandle<()>> {
@@ -189,13 +186,8 @@ fn tls_transport() -> anyhow::Result<rumqttc::Transport> {
 
 #[cfg(not(feature = "mqtt-tls"))]
 fn tls_transport() -> anyhow::Result<rumqttc::Transport> {
-    anyhow::bail!("{}", NO_TLS)
+    anyhow::bail!("{}", crate::config::NO_TLS)
 }
-
-/// Why `CHATROOM_MQTT_TLS=on` cannot work in a build without the feature.
-pub const NO_TLS: &str = "this build has no TLS for MQTT: build with `--features mqtt-tls` \
-     (`cargo install --locked --path . --features mqtt-tls`; the Docker image has it), \
-     or set CHATROOM_MQTT_TLS=off";
 
 /// What the pump and the publisher share.
 struct Shared {

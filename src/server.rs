@@ -30,7 +30,19 @@ pub async fn launch(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let (state, audit_rx) = state(config, shutdown.clone()).await?;
+    launch_at(config, listener, shutdown, crate::clock::Clock::system()).await
+}
+
+/// [`launch`] with the domain deciding at `clock`'s time (tests move it by
+/// hand instead of sleeping).
+pub async fn launch_at(
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    clock: crate::clock::Clock,
+) -> anyhow::Result<()> {
+    let (mut state, audit_rx) = state(config, shutdown.clone()).await?;
+    state.core.clock = clock;
     // Events committed by other replicas of the same database reach this
     // one's bus (no-op on SQLite, which one process serves).
     state
@@ -46,7 +58,7 @@ pub async fn launch(
     let app = router(state.clone());
     tracing::info!(
         listen = %listener.local_addr()?,
-        database = %redact_url(&state.config.database()),
+        database = %crate::config::redact_url(&state.config.database()),
         host_check = state.config.allowed_hosts.is_some(),
         "chatroom is serving"
     );
@@ -58,9 +70,10 @@ pub async fn launch(
         .map(|t| t.is_empty())
         .unwrap_or(false)
     {
+        let admin = admin_command();
         tracing::warn!(
-            "no tokens yet: create a room and mint one, e.g. `chatroom admin add-room lobby` then \
-             `chatroom admin add-token --agent alice --room lobby` (the token is printed once)"
+            "no tokens yet: create a room and mint one, e.g. `{admin} add-room lobby` then \
+             `{admin} add-token --agent alice --room lobby` (the token is printed once)"
         );
     }
     serve(listener, app, state.config.header_read_timeout, shutdown).await;
@@ -129,19 +142,59 @@ async fn serve(
     open_tx.closed().await;
 }
 
-/// Hides the password of a database URL.
-fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://***{}", &url[..s], &url[at..]),
-        _ => url.to_owned(),
+/// How the owner runs an admin command where this server runs: from a
+/// clone through cargo, inside the container through compose, else the binary.
+fn admin_command() -> &'static str {
+    // `cargo run` sets it for the program it runs.
+    if std::env::var_os("CARGO_MANIFEST_DIR").is_some() {
+        if cfg!(debug_assertions) {
+            "cargo run -- admin"
+        } else {
+            "cargo run --release -- admin"
+        }
+    } else if crate::config::in_container() {
+        "docker compose exec chatroom chatroom admin"
+    } else {
+        "chatroom admin"
     }
 }
 
 /// Every route, behind the Host check; bodies are read only behind the
 /// token check of their route ([`body_guard`]).
 pub fn router(state: AppState) -> Router {
+    // CORS only inside the Origin check: an Origin not in
+    // CHATROOM_ALLOWED_ORIGINS still gets its 403, preflight included.
+    let allowed = state.config.allowed_origins.clone();
+    let cors = tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::AllowOrigin::predicate(
+            move |origin, _| {
+                origin
+                    .to_str()
+                    .is_ok_and(|o| crate::auth::hosts::origin_allowed(&allowed, o))
+            },
+        ))
+        .allow_methods([http::Method::GET, http::Method::POST, http::Method::DELETE])
+        .allow_headers([
+            http::header::AUTHORIZATION,
+            http::header::CONTENT_TYPE,
+            http::header::ACCEPT,
+            http::HeaderName::from_static("mcp-protocol-version"),
+            http::HeaderName::from_static("mcp-session-id"),
+            http::HeaderName::from_static("last-event-id"),
+        ])
+        .expose_headers([
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderName::from_static("mcp-session-id"),
+            http::HeaderName::from_static("mcp-protocol-version"),
+        ])
+        .max_age(Duration::from_secs(600));
     let mcp = ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::pages::mcp_in_a_browser,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), origin_guard))
+        .layer(cors)
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .layer(middleware::from_fn_with_state(state.clone(), body_guard))
         .layer(middleware::from_fn(crate::mcp::map_transport_errors))

@@ -329,3 +329,156 @@ async fn help_everywhere() {
     assert_ne!(code, 0);
     assert!(!err.is_empty());
 }
+
+/// `doctor --agent` says what is wrong with the URL and the token instead
+/// of failing later with a library's words: a URL without `http://`,
+/// `https://` against the plain server, a token pasted with `Bearer `, and
+/// the failed-login throttle as a sentence, not JSON.
+#[tokio::test]
+async fn doctor_names_what_is_wrong_with_url_and_token() {
+    let s = TestServer::start_with(|c| c.auth_fail_limit = 1).await;
+    s.room("lobby").await;
+    let token = s.token("alice", "lobby").await;
+    let doctor = |url: String, token: String| async move {
+        let env = HashMap::from([("CHATROOM_URL", url), ("CHATROOM_TOKEN", token)]);
+        run_cli(&["doctor", "--agent"], &env).await
+    };
+    let bare = s.url.trim_start_matches("http://").to_owned();
+    let (code, out, _) = doctor(bare.clone(), token.clone()).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "FAIL  CHATROOM_URL={bare} lacks its scheme: set CHATROOM_URL=http://{bare}"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("relative URL"), "{out}");
+
+    let https = format!("https://{bare}");
+    let (code, out, _) = doctor(https.clone(), token.clone()).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "{https} does not speak https, but {} answers",
+            s.url
+        )) && out.contains(&format!("set CHATROOM_URL={}", s.url)),
+        "{out}"
+    );
+
+    let (code, out, _) = doctor(s.url.clone(), format!("Bearer {token}")).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL  CHATROOM_TOKEN starts with `Bearer `"),
+        "{out}"
+    );
+    assert!(
+        out.contains("whoami: agent alice"),
+        "the rest is still checked: {out}"
+    );
+
+    // One failure is the limit here; the next call is turned away.
+    let (_, out, _) = doctor(s.url.clone(), "cr_wrong".into()).await;
+    assert!(out.contains("refuses CHATROOM_TOKEN (401"), "{out}");
+    let (code, out, _) = doctor(s.url.clone(), "cr_wrong".into()).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("turns this machine away for")
+            && out.contains("failed-login throttle")
+            && !out.contains('{'),
+        "{out}"
+    );
+}
+
+/// Every admin command names where its database came from: `--db`, the
+/// variable, or a `.env` line.
+#[tokio::test]
+async fn admin_names_where_the_database_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: Vec<&'static str>, env: Vec<(&'static str, &'static str)>| {
+        let dir = dir.path().to_owned();
+        async move {
+            let out = tokio::process::Command::new(common::binary())
+                .args(args)
+                .current_dir(dir)
+                .env_clear()
+                .envs(env)
+                .output()
+                .await
+                .unwrap();
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        }
+    };
+    let err = run(
+        vec!["admin", "init", "--db", "flag.db"],
+        vec![("CHATROOM_DB", "env.db")],
+    )
+    .await;
+    assert!(err.contains("flag.db (--db), created now"), "{err}");
+    let err = run(vec!["admin", "init"], vec![("CHATROOM_DB", "env.db")]).await;
+    assert!(err.contains("env.db (CHATROOM_DB), created now"), "{err}");
+    std::fs::write(
+        dir.path().join(".env"),
+        "CHATROOM_LOG=info\nCHATROOM_DB=file.db\n",
+    )
+    .unwrap();
+    let err = run(vec!["admin", "init"], vec![]).await;
+    assert!(
+        err.contains("file.db (CHATROOM_DB, .env line 2), created now"),
+        "{err}"
+    );
+}
+
+/// `chatroom man` has a page for every subcommand it names, each one
+/// `chatroom man …` away, down to `chatroom man admin add-token`; an unknown
+/// one is refused; `--dir` writes them all.
+#[tokio::test]
+async fn man_pages_exist_for_every_subcommand() {
+    let env = HashMap::new();
+    let mut todo = vec![Vec::<String>::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let mut args = vec!["man".to_owned()];
+        args.extend(path.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = run_cli(&args, &env).await;
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let title = ["chatroom".to_owned()]
+            .into_iter()
+            .chain(path.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("-");
+        assert!(out.contains(&format!(".TH {title} 1")), "{args:?}: {out}");
+        seen += 1;
+        // Each `chatroom\-admin\-add\-token(1)` it refers to.
+        for word in out.split_whitespace() {
+            let Some(name) = word.strip_suffix("(1)") else {
+                continue;
+            };
+            let name = name.replace("\\-", "-");
+            let Some(sub) = name.strip_prefix(&format!("{title}-")) else {
+                continue;
+            };
+            let mut next = path.clone();
+            next.push(sub.to_owned());
+            todo.push(next);
+        }
+    }
+    assert!(seen > 20, "only {seen} pages");
+    let (code, _, err) = run_cli(&["man", "admin", "add-tokens"], &env).await;
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("`chatroom admin add-tokens` is not a command"),
+        "{err}"
+    );
+    let (code, out, _) = run_cli(&["man", "serve"], &env).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("CHATROOM_OAUTH_REFRESH_DAYS"),
+        "the settings are in serve's page"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = run_cli(&["man", "--dir", dir.path().to_str().unwrap()], &env).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(dir.path().join("chatroom-admin-add-token.1").exists());
+    assert!(dir.path().join("chatroom.1").exists());
+}

@@ -606,3 +606,72 @@ async fn tool_reference_is_current() {
         "docs/TOOLS.md is out of date: run CHATROOM_UPDATE_DOCS=1 cargo nextest run --test docs"
     );
 }
+
+/// The start and end of the settings reference in GETTING_STARTED.md.
+const SETTINGS_START: &str = "<!-- settings: made from src/config/table.rs; CHATROOM_UPDATE_DOCS=1 cargo nextest run --test docs rewrites it -->\n";
+const SETTINGS_END: &str = "<!-- end of settings -->";
+
+/// GETTING_STARTED.md's settings reference is the settings table: every
+/// setting the server reads, with its default and its line of doc, and no
+/// other (`CHATROOM_UPDATE_DOCS=1` rewrites it).
+#[test]
+fn settings_reference_is_current() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("GETTING_STARTED.md");
+    let guide = std::fs::read_to_string(&path).unwrap();
+    let start = guide
+        .find(SETTINGS_START)
+        .expect("the settings start marker")
+        + SETTINGS_START.len();
+    let end = start
+        + guide[start..]
+            .find(SETTINGS_END)
+            .expect("the settings end marker");
+    let expected = format!("\n{}\n", chatroom::config::table::markdown());
+    if std::env::var_os("CHATROOM_UPDATE_DOCS").is_some() {
+        std::fs::write(
+            &path,
+            format!("{}{expected}{}", &guide[..start], &guide[end..]),
+        )
+        .unwrap();
+        return;
+    }
+    assert!(
+        guide[start..end] == expected,
+        "GETTING_STARTED.md's settings are out of date: run CHATROOM_UPDATE_DOCS=1 cargo nextest run --test docs -E 'test(settings_reference)'"
+    );
+}
+
+/// `.env.example` lists exactly the settings of the table (besides the
+/// compose, tunnel and agent-side variables), each at the table's default.
+#[test]
+fn env_example_settings_are_the_table() {
+    let example = repo_file(".env.example");
+    let mut shown = HashMap::new();
+    for line in example.lines() {
+        let Some((name, value)) = line.trim().trim_start_matches('#').trim().split_once('=') else {
+            continue;
+        };
+        if name.starts_with("CHATROOM_")
+            && !name.contains(' ')
+            && !chatroom::config::COMPOSE_VARIABLES.contains(&name)
+            && !chatroom::config::CLIENT_VARIABLES.contains(&name)
+        {
+            assert!(
+                shown
+                    .insert(name.to_owned(), value.trim().to_owned())
+                    .is_none(),
+                ".env.example shows {name} twice"
+            );
+        }
+    }
+    let table: BTreeSet<&str> = chatroom::config::SETTINGS.iter().map(|s| s.name).collect();
+    let listed: BTreeSet<&str> = shown.keys().map(String::as_str).collect();
+    assert_eq!(listed, table, ".env.example and the settings table differ");
+    for s in chatroom::config::SETTINGS {
+        assert_eq!(
+            shown[s.name], s.default,
+            "{}'s default in .env.example",
+            s.name
+        );
+    }
+}

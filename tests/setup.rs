@@ -133,7 +133,7 @@ async fn environment_wins_over_dotenv() {
     )
     .await;
     assert!(
-        out.contains("CHATROOM_DB=from-env.db  (environment)"),
+        out.contains("CHATROOM_DB=from-env.db  (environment, over .env line 1)"),
         "{out}"
     );
     assert!(out.contains("CHATROOM_LOG=debug  (.env line 2)"), "{out}");

@@ -195,24 +195,7 @@ enum AdminCommand {
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
-    let url = match args
-        .database_url
-        .clone()
-        .or_else(|| std::env::var("CHATROOM_DATABASE_URL").ok())
-        .as_deref()
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-    {
-        Some(url) => url.to_owned(),
-        None => format!(
-            "sqlite://{}",
-            args.db
-                .clone()
-                .or_else(|| std::env::var("CHATROOM_DB").ok())
-                .filter(|d| !d.trim().is_empty())
-                .unwrap_or_else(|| "chatroom.db".into())
-        ),
-    };
+    let (url, from) = database(&args);
     // Refuse before touching the database where a confirmation is missing.
     match &args.command {
         AdminCommand::DeleteRoom { yes: false, room } => {
@@ -250,7 +233,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             super::doctor::sqlite_folder_writable(path).map_err(anyhow::Error::msg)?;
             (
                 format!(
-                    "{} (CHATROOM_DB)",
+                    "{} ({from})",
                     std::path::absolute(path)
                         .unwrap_or_else(|_| path.to_owned())
                         .display()
@@ -263,10 +246,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 .await
                 .map_err(anyhow::Error::msg)?;
             (
-                format!(
-                    "{} (CHATROOM_DATABASE_URL)",
-                    crate::config::redact_url(&url)
-                ),
+                format!("{} ({from})", crate::config::redact_url(&url)),
                 true,
             )
         }
@@ -284,6 +264,34 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => Err(anyhow::anyhow!("{e:#} [database {shown}]")),
     }
+}
+
+/// The database to use, and where the choice came from, as said on
+/// stderr: a flag (`--database-url`, `--db`), a variable (with its `.env`
+/// line when the file set it), or the default file.
+fn database(args: &AdminArgs) -> (String, String) {
+    let given = |flag: &Option<String>, flag_name: &str, var: &str| {
+        let set = |v: &str| Some(v.trim().to_owned()).filter(|v| !v.is_empty());
+        if let Some(v) = flag.as_deref().and_then(set) {
+            return Some((v, flag_name.to_owned()));
+        }
+        let v = std::env::var(var).ok().as_deref().and_then(set)?;
+        let from = match crate::config::source_of(var) {
+            crate::config::Source::File { file, line } => format!("{var}, {file} line {line}"),
+            _ => var.to_owned(),
+        };
+        Some((v, from))
+    };
+    if let Some(found) = given(
+        &args.database_url,
+        "--database-url",
+        "CHATROOM_DATABASE_URL",
+    ) {
+        return found;
+    }
+    let (file, from) = given(&args.db, "--db", "CHATROOM_DB")
+        .unwrap_or_else(|| ("chatroom.db".into(), "CHATROOM_DB".into()));
+    (format!("sqlite://{file}"), from)
 }
 
 async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result<ExitCode> {

@@ -34,9 +34,10 @@ enum Level {
     Fail,
 }
 
-/// The report so far: one line per check.
+/// The report so far: one line per check. A check (here or in a file of
+/// its own) takes `&mut Report` and says `ok`, `warn` or `fail` with the fix.
 #[derive(Default)]
-struct Report {
+pub(crate) struct Report {
     worst: Option<Level>,
 }
 
@@ -50,16 +51,17 @@ impl Report {
         println!("{tag}  {}", text.as_ref());
         self.worst = self.worst.max(Some(level));
     }
-    fn ok(&mut self, text: impl AsRef<str>) {
+    pub(crate) fn ok(&mut self, text: impl AsRef<str>) {
         self.line(Level::Ok, text);
     }
-    fn warn(&mut self, text: impl AsRef<str>) {
+    pub(crate) fn warn(&mut self, text: impl AsRef<str>) {
         self.line(Level::Warn, text);
     }
-    fn fail(&mut self, text: impl AsRef<str>) {
+    pub(crate) fn fail(&mut self, text: impl AsRef<str>) {
         self.line(Level::Fail, text);
     }
-    fn note(&self, text: impl AsRef<str>) {
+    /// A line under the last check, without a verdict.
+    pub(crate) fn note(&self, text: impl AsRef<str>) {
         println!("      {}", text.as_ref());
     }
 }
@@ -90,10 +92,13 @@ async fn server_side(report: &mut Report) {
     let dotenv = config::load_dotenv();
     match &dotenv.path {
         Some(path) => report.ok(format!(
-            ".env read from {} ({} variable(s); the environment wins over it)",
+            "{} read from {} ({} variable(s); the environment wins over it)",
+            dotenv.label,
             path.display(),
             dotenv.values.len()
         )),
+        // A file CHATROOM_ENV_FILE names but that is missing is warned about below.
+        None if std::env::var_os(config::ENV_FILE).is_some_and(|v| !v.is_empty()) => {}
         None => report.ok(format!(
             "no .env in {} (settings come from the environment and the defaults)",
             std::env::current_dir().unwrap_or_default().display()
@@ -102,22 +107,24 @@ async fn server_side(report: &mut Report) {
     for w in &dotenv.warnings {
         report.warn(w);
     }
-    let config = match Config::from_env() {
-        Ok(c) => c,
+    let values = match config::Values::read(&config::env_map()) {
+        Ok(v) => v,
         Err(e) => {
             for bad in &e.0 {
                 report.fail(format!(
-                    "{} (fix it in .env or the environment)",
-                    bad.trim()
+                    "{} (fix it in {} or the environment)",
+                    bad.trim(),
+                    dotenv.label
                 ));
             }
             return;
         }
     };
     report.ok("settings are valid; as `serve` reads them:");
-    for (name, value) in config.effective() {
-        report.note(format!("{name}={value}  ({})", config::source_of(name)));
+    for e in values.effective() {
+        report.note(format!("{}={}  ({})", e.setting.name, e.shown, e.source));
     }
+    let config = Config::from_values(&values);
     database(report, &config).await;
     port(report, &config).await;
     allowlist(report, &config);
@@ -302,20 +309,18 @@ fn allowlist(report: &mut Report, config: &Config) {
 }
 
 async fn agent_side(report: &mut Report) {
-    let base = std::env::var("CHATROOM_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .map(|u| {
-            u.trim()
-                .trim_end_matches('/')
-                .trim_end_matches("/mcp")
-                .to_owned()
-        });
-    let base = match base {
-        Some(b) => {
-            report.ok(format!("CHATROOM_URL is {b}"));
-            b
-        }
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let base = match env("CHATROOM_URL") {
+        Some(raw) => match base_url(&raw) {
+            Ok(base) => {
+                report.ok(format!("CHATROOM_URL is {base}"));
+                base
+            }
+            Err(why) => {
+                report.fail(why);
+                return;
+            }
+        },
         None => {
             report.warn(format!(
                 "CHATROOM_URL is not set: the hook and the watcher use {}",
@@ -325,34 +330,123 @@ async fn agent_side(report: &mut Report) {
         }
     };
     let client = client();
-    match client.get(format!("{base}/healthz")).send().await {
-        Ok(r) if r.status().is_success() => report.ok(format!("{base}/healthz answers")),
+    if !reachable(report, &client, &base).await {
+        return;
+    }
+    let token = env("CHATROOM_TOKEN").map(|raw| token(report, &raw));
+    whoami(report, &client, &base, token.as_deref()).await;
+    hook_state(report);
+    for c in super::doctor_push::checks() {
+        report.line(if c.warn { Level::Warn } else { Level::Ok }, c.text);
+    }
+}
+
+/// `CHATROOM_URL` as the hook and the watcher use it (a pasted `/mcp` or
+/// trailing `/` forgiven), or what is wrong with it.
+fn base_url(raw: &str) -> Result<String, String> {
+    let raw = raw.trim();
+    let base = raw.trim_end_matches('/');
+    let base = base
+        .strip_suffix("/mcp")
+        .unwrap_or(base)
+        .trim_end_matches('/');
+    if !base.contains("://") {
+        return Err(format!(
+            "CHATROOM_URL={raw} lacks its scheme: set CHATROOM_URL=http://{base} (https:// only where a tunnel or proxy serves it)"
+        ));
+    }
+    let url = reqwest::Url::parse(base).map_err(|e| {
+        format!(
+            "CHATROOM_URL={raw} is not a URL ({e}): e.g. CHATROOM_URL=http://homeserver.lan:8080"
+        )
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "CHATROOM_URL={raw} must be http://HOST:PORT or https://HOST, e.g. CHATROOM_URL=http://homeserver.lan:8080"
+        ));
+    }
+    Ok(base.to_owned())
+}
+
+/// `CHATROOM_TOKEN` as it must be sent; a pasted `Bearer ` prefix or
+/// quotes are named (and left out, so the other checks still run).
+fn token(report: &mut Report, raw: &str) -> String {
+    let mut token = raw.trim();
+    if token
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("bearer "))
+    {
+        report.fail(
+            "CHATROOM_TOKEN starts with `Bearer `: set it to the token alone (cr_…); the hook, the watcher and the `Authorization: Bearer ${CHATROOM_TOKEN}` header add `Bearer ` themselves",
+        );
+        token = token[7..].trim();
+    }
+    let unquoted = token.trim_matches(['"', '\'']);
+    if unquoted.len() != token.len() {
+        report.fail("CHATROOM_TOKEN is in quotes: set it to the token alone (cr_…)");
+        token = unquoted;
+    }
+    token.to_owned()
+}
+
+/// `{base}/healthz` answers; when it cannot be reached over https but
+/// answers over plain http on the same port, that is what is said.
+async fn reachable(report: &mut Report, client: &reqwest::Client, base: &str) -> bool {
+    let error = match client.get(format!("{base}/healthz")).send().await {
+        Ok(r) if r.status().is_success() => {
+            report.ok(format!("{base}/healthz answers"));
+            return true;
+        }
         Ok(r) => {
             report.fail(format!(
                 "{base}/healthz answered {}: is CHATROOM_URL a chatroom server's base URL (without /mcp)?",
                 r.status()
             ));
-            return;
+            return false;
         }
-        Err(e) => {
-            report.fail(format!(
-                "cannot reach {base}: {} (is the server running and published there? is CHATROOM_URL right?)",
-                super::cause_chain(&e)
-            ));
-            return;
-        }
+        Err(e) => e,
+    };
+    if let Some(plain) = plain_http(base)
+        && client
+            .get(format!("{plain}/healthz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+    {
+        report.fail(format!(
+            "{base} does not speak https, but {plain} answers: the server speaks plain HTTP, so set CHATROOM_URL={plain} (https comes from a tunnel or a proxy in front of it; CLOUDFLARE_TUNNEL.md)"
+        ));
+    } else {
+        report.fail(format!(
+            "cannot reach {base}: {} (is the server running and published there? is CHATROOM_URL right?)",
+            super::cause_chain(&error)
+        ));
     }
-    let token = std::env::var("CHATROOM_TOKEN")
-        .ok()
-        .filter(|t| !t.trim().is_empty());
+    false
+}
+
+/// The `http://` URL of the same host and port as an `https://` one.
+fn plain_http(base: &str) -> Option<String> {
+    let mut url = reqwest::Url::parse(base).ok()?;
+    if url.scheme() != "https" {
+        return None;
+    }
+    let port = url.port_or_known_default()?;
+    url.set_scheme("http").ok()?;
+    url.set_port(Some(port)).ok()?;
+    Some(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// Calls `whoami` with the token: the Host, the token and its rooms.
+async fn whoami(report: &mut Report, client: &reqwest::Client, base: &str, token: Option<&str>) {
     let whoami = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "whoami", "arguments": {}}});
     let mut request = client
         .post(format!("{base}/mcp"))
         .header("accept", "application/json, text/event-stream")
         .json(&whoami);
-    if let Some(t) = &token {
-        request = request.bearer_auth(t.trim());
+    if let Some(t) = token {
+        request = request.bearer_auth(t);
     }
     let answer = match request.send().await {
         Ok(r) => r,
@@ -365,17 +459,38 @@ async fn agent_side(report: &mut Report) {
         }
     };
     let status = answer.status().as_u16();
-    let body: Value = answer.json().await.unwrap_or(Value::Null);
-    let host = reqwest::Url::parse(&base)
+    let retry_after = answer
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = answer.text().await.unwrap_or_default();
+    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    // What the server said, in its words: the error's message, else the text.
+    let said = body["error"]["message"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| text.trim().chars().take(200).collect());
+    let host = reqwest::Url::parse(base)
         .ok()
         .and_then(|u| u.host_str().map(str::to_owned))
         .unwrap_or_default();
-    match (status, &token) {
+    match (status, token) {
         (421, _) => {
             report.fail(format!(
                 "the server refuses the Host {host} (421): add {host} to the server's CHATROOM_ALLOWED_HOSTS"
             ));
-            return;
+        }
+        (429, _) if said.contains("failed credentials") => {
+            report.fail(format!(
+                "the server turns this machine away for {} s (429): too many requests came from here with a wrong or missing token (its failed-login throttle, CHATROOM_AUTH_FAIL_LIMIT within CHATROOM_AUTH_FAIL_WINDOW). Fix CHATROOM_TOKEN, then run `chatroom doctor` again once that time is over",
+                retry_after.as_deref().unwrap_or("some")
+            ));
+        }
+        (429, _) => {
+            report.fail(format!(
+                "the server limits this token's calls (429: {said}); the server's CHATROOM_RATE_LIMIT_PER_MINUTE sets how many a minute"
+            ));
         }
         (401, None) => {
             report.ok(format!("the server accepts the Host {host}"));
@@ -385,62 +500,64 @@ async fn agent_side(report: &mut Report) {
         }
         (401, Some(_)) => {
             report.ok(format!("the server accepts the Host {host}"));
-            report.fail(
-                "the server refuses CHATROOM_TOKEN (401): mistyped, revoked, or minted for another server's database; `chatroom admin list-tokens` there shows it",
-            );
+            report.fail(format!(
+                "the server refuses CHATROOM_TOKEN (401: {said}): mistyped, revoked, or minted for another server's database; `chatroom admin list-tokens` there shows it"
+            ));
         }
         (200, Some(_)) => {
             report.ok(format!("the server accepts the Host {host}"));
-            let result = &body["result"];
-            let who = result
-                .get("structuredContent")
-                .cloned()
-                .or_else(|| {
-                    result["content"][0]["text"]
-                        .as_str()
-                        .and_then(|t| serde_json::from_str(t).ok())
-                })
-                .unwrap_or(Value::Null);
-            if result["isError"] == json!(true) || who.is_null() {
-                report.fail(format!("whoami failed: {body}"));
-            } else {
-                let rooms: Vec<&str> = who["rooms"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                report.ok(format!(
-                    "whoami: agent {} in room {} (rooms {}{}{})",
-                    who["agent"].as_str().unwrap_or("?"),
-                    who["room"].as_str().unwrap_or("?"),
-                    rooms.join(","),
-                    if who["readonly"] == json!(true) {
-                        ", read-only"
-                    } else {
-                        ""
-                    },
-                    if who["lead"] == json!(true) {
-                        ", lead"
-                    } else {
-                        ""
-                    },
-                ));
-                if let Some(room) = std::env::var("CHATROOM_ROOM")
-                    .ok()
-                    .filter(|r| !r.trim().is_empty())
-                    && !rooms.contains(&room.trim())
-                {
-                    report.fail(format!(
-                        "CHATROOM_ROOM={room} is not one of this token's rooms ({}): fix CHATROOM_ROOM or mint the token with --also-room {room}",
-                        rooms.join(",")
-                    ));
-                }
-            }
+            who(report, &body);
         }
-        (status, _) => report.fail(format!("{base}/mcp answered HTTP {status}: {body}")),
+        (status, _) => report.fail(format!("{base}/mcp answered HTTP {status}: {said}")),
     }
-    hook_state(report);
-    for c in super::doctor_push::checks() {
-        report.line(if c.warn { Level::Warn } else { Level::Ok }, c.text);
+}
+
+/// What `whoami` said: the agent, its room and rooms, its flags; and
+/// whether `CHATROOM_ROOM` is one of them.
+fn who(report: &mut Report, body: &Value) {
+    let result = &body["result"];
+    let who = result
+        .get("structuredContent")
+        .cloned()
+        .or_else(|| {
+            result["content"][0]["text"]
+                .as_str()
+                .and_then(|t| serde_json::from_str(t).ok())
+        })
+        .unwrap_or(Value::Null);
+    if result["isError"] == json!(true) || who.is_null() {
+        report.fail(format!("whoami failed: {body}"));
+        return;
+    }
+    let rooms: Vec<&str> = who["rooms"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    report.ok(format!(
+        "whoami: agent {} in room {} (rooms {}{}{})",
+        who["agent"].as_str().unwrap_or("?"),
+        who["room"].as_str().unwrap_or("?"),
+        rooms.join(","),
+        if who["readonly"] == json!(true) {
+            ", read-only"
+        } else {
+            ""
+        },
+        if who["lead"] == json!(true) {
+            ", lead"
+        } else {
+            ""
+        },
+    ));
+    if let Some(room) = std::env::var("CHATROOM_ROOM")
+        .ok()
+        .filter(|r| !r.trim().is_empty())
+        && !rooms.contains(&room.trim())
+    {
+        report.fail(format!(
+            "CHATROOM_ROOM={room} is not one of this token's rooms ({}): fix CHATROOM_ROOM or mint the token with --also-room {room}",
+            rooms.join(",")
+        ));
     }
 }
 

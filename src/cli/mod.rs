@@ -43,8 +43,8 @@ pub const VERSION: &str = concat!(
     version = VERSION,
     about = "A self-hosted coordination server for AI agents: shared rooms with a chat and a board, over MCP.",
     long_about = "A self-hosted coordination server for AI agents: shared rooms with a chat and a board, over MCP.\n\n\
-Configuration comes from CHATROOM_* environment variables (and a .env file in the working directory when present; \
-the environment wins over it).\n\
+Configuration comes from CHATROOM_* environment variables (and a .env file in the working directory when present, \
+or the file CHATROOM_ENV_FILE names; the environment wins over it); `chatroom serve --help` lists every setting.\n\
 Quick start: `chatroom quickstart` (a room, two agents and an observer, with the lines to paste), then `chatroom serve`. \
 `chatroom doctor` checks a setup."
 )]
@@ -56,6 +56,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server (MCP at /mcp, health at /healthz).
+    #[command(after_help = crate::config::table::help_text())]
     Serve,
     /// Administer rooms and tokens directly in the database (works while `serve` runs).
     Admin(admin::AdminArgs),
@@ -105,8 +106,18 @@ enum Command {
         /// The shell to complete for.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), e.g. `chatroom man > chatroom.1`.
-    Man,
+    /// Print a man page (roff): `chatroom man > chatroom.1`, a subcommand's
+    /// (`chatroom man admin add-token`), or every page into a folder (`--dir`).
+    Man(ManArgs),
+}
+
+#[derive(clap::Args)]
+struct ManArgs {
+    /// The subcommand whose page to print, e.g. `admin add-token`.
+    command: Vec<String>,
+    /// Write every page (chatroom.1, chatroom-serve.1, chatroom-admin-add-token.1, …) into this folder.
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    dir: Option<std::path::PathBuf>,
 }
 
 /// Parses the command line and runs it; the exit code says how it went.
@@ -136,15 +147,7 @@ pub fn main() -> ExitCode {
             );
             return ExitCode::SUCCESS;
         }
-        Command::Man => {
-            return match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("chatroom: cannot write the man page: {e}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
+        Command::Man(args) => return man(args),
         _ => {}
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -170,13 +173,75 @@ pub fn main() -> ExitCode {
             Command::Channel(args) => channel::run(args).await,
             Command::Setup(args) => setup::run(args).await,
             Command::Hook(_) => Ok(ExitCode::SUCCESS),
-            Command::Completions { .. } | Command::Man => Ok(ExitCode::SUCCESS),
+            Command::Completions { .. } | Command::Man(_) => Ok(ExitCode::SUCCESS),
         }
     });
     match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("chatroom: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `chatroom man`: the page of the command line or of one subcommand, or
+/// every page into a folder. Each page names its subcommands' pages
+/// (`chatroom-admin(1)`), and each of those is one `chatroom man …` away.
+fn man(args: ManArgs) -> ExitCode {
+    // Built, so that every subcommand knows its full name (chatroom-admin-add-token).
+    let mut root = Cli::command().disable_help_subcommand(true);
+    root.build();
+    let man = |cmd: &clap::Command| {
+        clap_mangen::Man::new(cmd.clone()).source(format!("chatroom {}", env!("CARGO_PKG_VERSION")))
+    };
+    if let Some(dir) = args.dir {
+        fn every<'a>(cmd: &'a clap::Command, out: &mut Vec<&'a clap::Command>) {
+            out.push(cmd);
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                every(sub, out);
+            }
+        }
+        let mut pages = Vec::new();
+        every(&root, &mut pages);
+        let written: std::io::Result<Vec<_>> =
+            pages.iter().map(|cmd| man(cmd).generate_to(&dir)).collect();
+        return match written {
+            Ok(files) => {
+                eprintln!(
+                    "chatroom: {} man pages written to {}",
+                    files.len(),
+                    dir.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!(
+                    "chatroom: cannot write the man pages to {}: {e}",
+                    dir.display()
+                );
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let mut page = &root;
+    for (depth, name) in args.command.iter().enumerate() {
+        match page.find_subcommand(name) {
+            Some(sub) => page = sub,
+            None => {
+                eprintln!(
+                    "chatroom man: `chatroom {}` is not a command; `chatroom man {}` lists the pages there",
+                    args.command[..=depth].join(" "),
+                    args.command[..depth].join(" ")
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match man(page).render(&mut std::io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("chatroom: cannot write the man page: {e}");
             ExitCode::FAILURE
         }
     }
@@ -209,8 +274,8 @@ fn init_logging(config: &Config) {
 
 async fn serve() -> anyhow::Result<ExitCode> {
     let dotenv = config::load_dotenv();
-    let config = match Config::from_env() {
-        Ok(c) => c,
+    let values = match config::Values::read(&config::env_map()) {
+        Ok(v) => v,
         Err(e) => {
             // A bad .env line may be why.
             for w in &dotenv.warnings {
@@ -219,18 +284,20 @@ async fn serve() -> anyhow::Result<ExitCode> {
             return Err(e.into());
         }
     };
+    let config = Config::from_values(&values);
     init_logging(&config);
     for w in &dotenv.warnings {
         tracing::warn!("{w}");
     }
-    // Once, so that an operator sees what the server runs with (no secret).
-    let settings: Vec<String> = config
+    // Once, so that an operator sees what the server runs with (no secret):
+    // every setting of the table that has a value, and where it came from.
+    let settings: Vec<String> = values
         .effective()
         .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(name, value)| match config::source_of(name) {
-            config::Source::Default => format!("{name}={value}"),
-            source => format!("{name}={value} ({source})"),
+        .filter(|e| !e.shown.is_empty())
+        .map(|e| match e.source {
+            config::Source::Default => format!("{}={}", e.setting.name, e.shown),
+            source => format!("{}={} ({source})", e.setting.name, e.shown),
         })
         .collect();
     tracing::info!(version = VERSION, settings = %settings.join(" "), "effective settings");
