@@ -138,7 +138,7 @@ async fn a_mention_arrives_with_its_meta() {
     let alice = s.mcp(&token);
     let mut ch = Channel::spawn(&s.url, &token, &[]).await;
     ch.handshake("2025-11-25").await;
-    wait_for_push(&s.url, &token).await;
+    common::wait_for_push(&s.url, &token, "alice").await;
 
     say(&alice, "talking to myself @alice").await;
     say(&bob, "just chatting").await;
@@ -171,32 +171,6 @@ async fn a_mention_arrives_with_its_meta() {
     );
 }
 
-/// Waits until the server counts a push client of the token's agent.
-async fn wait_for_push(url: &str, token: &str) {
-    let http = reqwest::Client::new();
-    for _ in 0..400 {
-        let v: Value = http
-            .get(format!("{url}/v1/presence"))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if v["agents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a["agent"] == v["you_are"] && a["push"] == true)
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("the push client never connected");
-}
-
 /// Across a server restart the channel reconnects after the last event it
 /// saw: nothing twice, and what came after the restart arrives.
 #[tokio::test]
@@ -208,7 +182,7 @@ async fn no_duplicates_across_a_restart() {
     let bob = s.mcp(&bob_token);
     let mut ch = Channel::spawn(&s.url, &token, &[]).await;
     ch.handshake("2025-11-25").await;
-    wait_for_push(&s.url, &token).await;
+    common::wait_for_push(&s.url, &token, "alice").await;
     let a = say(&bob, "first @alice").await;
     let n = ch.notification().await;
     assert_eq!(
@@ -237,7 +211,7 @@ async fn bursts_coalesce() {
     let token = s.token("alice", "lobby").await;
     let mut ch = Channel::spawn(&s.url, &token, &[]).await;
     ch.handshake("2025-11-25").await;
-    wait_for_push(&s.url, &token).await;
+    common::wait_for_push(&s.url, &token, "alice").await;
     say(&bob, "one @alice").await;
     let first = ch.notification().await;
     assert_eq!(first["meta"]["count"], "1");
@@ -258,7 +232,7 @@ async fn the_loop_guard_pauses() {
     let token = s.token("alice", "lobby").await;
     let mut ch = Channel::spawn(&s.url, &token, &[("CHATROOM_PUSH_BURST", "2")]).await;
     ch.handshake("2025-11-25").await;
-    wait_for_push(&s.url, &token).await;
+    common::wait_for_push(&s.url, &token, "alice").await;
     let mut notes = Vec::new();
     for i in 0..3 {
         say(&bob, &format!("{i} @alice")).await;

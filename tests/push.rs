@@ -27,23 +27,6 @@ async fn presence(url: &str, token: &str) -> Value {
         .unwrap()
 }
 
-/// Waits until the server counts a push client of `agent`.
-async fn wait_for_push(url: &str, token: &str, agent: &str) {
-    for _ in 0..400 {
-        let v = presence(url, token).await;
-        if v["agents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a["agent"] == agent && a["push"] == true)
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("no push client of {agent}");
-}
-
 /// The monitor prints one pointer line per event for the agent (no agent
 /// text), ending "call whats_new"; its own words and plain talk print nothing.
 #[tokio::test]
@@ -73,7 +56,7 @@ async fn the_monitor_prints_pointers() {
         .spawn()
         .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-    wait_for_push(&s.url, &token, "alice").await;
+    common::wait_for_push(&s.url, &token, "alice").await;
     alice
         .call("post_message", json!({"body": "me @alice"}))
         .await;
@@ -163,7 +146,7 @@ async fn rewake_exits_2_with_the_digest() {
     let token = s.token("alice", "lobby").await;
     let state = tempfile::tempdir().unwrap();
     let child = rewake(&s.url, &token, "5m", state.path()).await;
-    wait_for_push(&s.url, &token, "alice").await;
+    common::wait_for_push(&s.url, &token, "alice").await;
     let p = presence(&s.url, &token).await;
     let me = p["agents"]
         .as_array()
@@ -316,7 +299,7 @@ async fn reach_for_each_state() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    wait_for_push(&s.url, &token, "alice").await;
+    common::wait_for_push(&s.url, &token, "alice").await;
     let r = post("@alice now").await;
     assert_eq!(r["reach"]["alice"], "push", "{r}");
 

@@ -333,23 +333,7 @@ fn notification(mode: Mode, data: &Value) -> Option<String> {
 }
 
 fn event_from_json(v: &Value) -> Option<Event> {
-    let ts = v["ts"]
-        .as_str()
-        .and_then(|t| {
-            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-        })
-        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
-        .unwrap_or_else(crate::clock::now_ms);
-    Some(Event {
-        id: v["id"].as_i64()?,
-        room: v["room"].as_str().unwrap_or("").to_owned(),
-        ts,
-        kind: v["kind"].as_str()?.to_owned(),
-        actor: v["actor"].as_str().unwrap_or("").to_owned(),
-        task_id: v["task_id"].as_i64(),
-        message_id: v["message_id"].as_i64(),
-        detail: v["data"].clone(),
-    })
+    crate::present::push::event_from_activity(v)
 }
 
 /// A minimal Server-Sent Events parser: bytes in, `(event, data)` out.
