@@ -7,7 +7,10 @@
 //! after a board change) and `files` (the file list at connect and after a
 //! file change). `after=all|now|N` picks where the `activity` replay starts,
 //! `after_msg=N` where the `chat` replay does; `tail=N` (with `after=all`)
-//! replays only the last N of each. Replays come from the database, then the
+//! replays only the last N of each. `client=channel|monitor|rewake` marks
+//! a push client (SPEC §8a): it is counted for `reach` while connected, and
+//! its `activity` also carries `actionable` (why the event concerns the
+//! agent, `domain::push`, or null) and the agent's `attention`. Replays come from the database, then the
 //! stream follows the in-process event bus (a lagging stream re-reads from
 //! the database). A keep-alive comment goes out every 15 s. Streams never
 //! move cursors, and all of them end when the server shuts down. A stream
