@@ -132,7 +132,15 @@ pub fn spawn(config: MqttConfig, core: Core, stats: Arc<Stats>) -> anyhow::Resul
     };
     // Subscribe now, before the first request can publish anything.
     let rx = core.bus.subscribe();
+    let states = core.presence.subscribe();
     tokio::spawn(pump(rx, shared, core.shutdown.clone()));
+    tokio::spawn(presence::publish(
+        states,
+        client.clone(),
+        bridge.prefix.clone(),
+        config.ha_discovery,
+        core.shutdown.clone(),
+    ));
     tokio::spawn(bridge.publish(conn_rx));
     let target = format!("{}:{}", config.host, config.port);
     Ok(tokio::spawn(drive(
@@ -553,6 +561,86 @@ fn ha_id(s: &str) -> String {
         }
     }
     out
+}
+
+/// Agents' presence (SPEC §8a): each state change is published retained to
+/// `<prefix>/<room>/agents/<agent>/state` as `{room, agent, state, ts,
+/// attention}`, and with discovery on, each agent gets a Home Assistant
+/// sensor reading that topic (announced with its first state). A change
+/// made while the broker is away waits in rumqttc's queue or is dropped
+/// like an event; the next change of the agent says the truth again.
+mod presence {
+    use std::collections::HashSet;
+
+    use rumqttc::{AsyncClient, QoS};
+    use serde_json::json;
+    use tokio::sync::broadcast;
+    use tokio_util::sync::CancellationToken;
+
+    use super::{HA_PREFIX, ha_id, online_topic};
+    use crate::domain::presence::Change;
+
+    pub fn topic(prefix: &str, room: &str, agent: &str) -> String {
+        format!("{prefix}/{room}/agents/{agent}/state")
+    }
+
+    /// The Home Assistant sensor of one agent's state.
+    pub fn discovery(prefix: &str, room: &str, agent: &str) -> (String, serde_json::Value) {
+        let node = format!("chatroom_{}_{}", ha_id(prefix), ha_id(room));
+        let id = format!("agent_{}", ha_id(agent));
+        let config = json!({
+            "name": format!("{agent} state"),
+            "unique_id": format!("{node}_{id}"),
+            "state_topic": topic(prefix, room, agent),
+            "value_template": "{{ value_json.state }}",
+            "json_attributes_topic": topic(prefix, room, agent),
+            "icon": "mdi:robot",
+            "availability_topic": online_topic(prefix),
+            "payload_available": "online",
+            "payload_not_available": "offline",
+            "device": {"identifiers": [node], "name": format!("chatroom {room}")},
+            "origin": {"name": "chatroom", "sw_version": env!("CARGO_PKG_VERSION")},
+        });
+        (format!("{HA_PREFIX}/sensor/{node}/{id}/config"), config)
+    }
+
+    pub async fn publish(
+        mut rx: broadcast::Receiver<Change>,
+        client: AsyncClient,
+        prefix: String,
+        ha_discovery: bool,
+        shutdown: CancellationToken,
+    ) {
+        let mut announced = HashSet::new();
+        loop {
+            let change = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = rx.recv() => match r {
+                    Ok(c) => c,
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(dropped = n, "the MQTT bridge fell behind presence changes");
+                        continue;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+            };
+            if ha_discovery && announced.insert((change.room.clone(), change.agent.clone())) {
+                let (t, config) = discovery(&prefix, &change.room, &change.agent);
+                let _ = client
+                    .publish(t, QoS::AtLeastOnce, true, config.to_string().into_bytes())
+                    .await;
+            }
+            let t = topic(&prefix, &change.room, &change.agent);
+            let payload = change.payload().to_string().into_bytes();
+            if client
+                .publish(t, QoS::AtLeastOnce, true, payload)
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
 }
 
 /// Drives the client: reconnects with back-off, keeps [`Stats::connected`]

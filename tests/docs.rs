@@ -406,6 +406,7 @@ async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
         ("set_room_info", json!({"description": "docs"})),
         ("list_agents", json!({})),
         ("post_message", json!({"body": "hello @writer"})),
+        ("set_attention", json!({"attention": "dnd"})),
         ("read_messages", json!({})),
         ("read_events", json!({})),
         ("my_mentions", json!({})),

@@ -630,3 +630,52 @@ impl Server {
         self.log.lock().unwrap().clone()
     }
 }
+
+/// An agent's state from its hook is published retained on
+/// `<prefix>/<room>/agents/<agent>/state`, with a Home Assistant sensor
+/// reading it when discovery is on; `set_attention` republishes it.
+#[tokio::test]
+async fn presence_is_published_retained() {
+    let broker = Broker::start().await;
+    let prefix = unique_prefix();
+    let s = bridged_server(&broker, &prefix, true).await;
+    s.room("lobby").await;
+    let token = s.token("alice", "lobby").await;
+    let topic = format!("{prefix}/lobby/agents/alice/state");
+    let mut sub = Subscriber::connect(broker.port, &topic).await;
+    let mut ha = Subscriber::connect(
+        broker.port,
+        &format!("homeassistant/sensor/chatroom_{prefix}_lobby/agent_alice/config"),
+    )
+    .await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/presence", s.url))
+        .bearer_auth(&token)
+        .json(&json!({"state": "working"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let m = sub.next_on(&topic).await;
+    let v = m.json();
+    assert_eq!(v["state"], "working", "{v}");
+    assert_eq!(v["agent"], "alice");
+    assert_eq!(v["attention"], "open");
+    assert!(v["ts"].is_string());
+    let config = tokio::time::timeout(PATIENCE, ha.rx.recv())
+        .await
+        .expect("a sensor config")
+        .unwrap()
+        .json();
+    assert_eq!(config["state_topic"], topic);
+    s.mcp(&token)
+        .call("set_attention", json!({"attention": "dnd"}))
+        .await;
+    let v = sub.until(&topic, |v| v["attention"] == "dnd").await;
+    assert_eq!(v["state"], "working");
+    // A later subscriber finds the state retained.
+    let mut late = Subscriber::connect(broker.port, &topic).await;
+    let m = late.next_on(&topic).await;
+    assert!(m.retain);
+    s.stop().await;
+}

@@ -363,7 +363,7 @@ async fn a_replica_bus_sees_every_event_once_in_order() {
             )
             .await
             .unwrap();
-        from_c.push(m.id);
+        from_c.push(m.message.id);
     }
     // A last event through B: everything before it has been relayed by the
     // time it is, so any repeat would show up before it.

@@ -314,6 +314,55 @@ async fn each_token_its_own_last_use_and_revocation() {
     }
 }
 
+/// Agent status: a state and an attention switch are kept with their
+/// times; hook marks keep their latest; push marks are set as given (`0`
+/// clears one); deleting the room removes the rows.
+#[tokio::test]
+async fn agent_status_round_trip() {
+    use chatroom::domain::model::ReachMark;
+    for b in backends().await {
+        let s = b.store.as_ref();
+        let n = b.name;
+        s.create_room(&room("lobby"), NOW).await.unwrap();
+        s.save_agent_state("lobby", "alice", "working", NOW)
+            .await
+            .unwrap();
+        s.save_attention("lobby", "alice", "dnd", NOW + 1)
+            .await
+            .unwrap();
+        s.save_agent_state("lobby", "alice", "waiting", NOW + 2)
+            .await
+            .unwrap();
+        let mark = |hook: Option<i64>, push: Option<i64>| ReachMark {
+            room: "lobby".into(),
+            agent: "bob".into(),
+            hook_seen_ts: hook,
+            push_seen_ts: push,
+        };
+        s.save_reach_marks(&[mark(Some(NOW + 9), Some(NOW)), mark(Some(NOW + 3), None)])
+            .await
+            .unwrap();
+        let st = s.agent_statuses("lobby").await.unwrap();
+        assert_eq!(st.len(), 2, "{n}");
+        assert_eq!(st[0].agent, "alice", "{n}");
+        assert_eq!(st[0].state.as_deref(), Some("waiting"), "{n}");
+        assert_eq!(st[0].state_ts, Some(NOW + 2), "{n}");
+        assert_eq!(st[0].attention.as_deref(), Some("dnd"), "{n}");
+        assert_eq!(
+            st[1].hook_seen_ts,
+            Some(NOW + 9),
+            "{n}: the latest hook stays"
+        );
+        assert_eq!(st[1].push_seen_ts, Some(NOW), "{n}");
+        s.save_reach_marks(&[mark(None, Some(0))]).await.unwrap();
+        let st = s.agent_statuses("lobby").await.unwrap();
+        assert_eq!(st[1].push_seen_ts, Some(0), "{n}: cleared");
+        assert_eq!(st[1].hook_seen_ts, Some(NOW + 9), "{n}");
+        assert!(s.delete_room("lobby").await.unwrap());
+        assert!(s.agent_statuses("lobby").await.unwrap().is_empty(), "{n}");
+    }
+}
+
 /// Chat, events and cursors: a message writes its event, mentions and audit
 /// row; cursors advance only when asked.
 #[tokio::test]
@@ -356,8 +405,8 @@ async fn chat_events_and_cursors() {
         assert_eq!(read.iter().map(|m| m.id).collect::<Vec<_>>(), [m.id, r.id]);
         assert_eq!(s.read_messages("lobby", m.id, 10).await.unwrap().len(), 1);
         assert_eq!(
-            s.message_room(m.id).await.unwrap().as_deref(),
-            Some("lobby")
+            s.message_origin(m.id).await.unwrap(),
+            Some(("lobby".to_owned(), m.author.clone()))
         );
         assert_eq!(s.latest_message_id("lobby").await.unwrap(), r.id, "{n}");
         let mentions = s.my_mentions("lobby", "bob", 0, 10).await.unwrap();

@@ -336,6 +336,9 @@ async fn agent_side(report: &mut Report) {
     let token = env("CHATROOM_TOKEN").map(|raw| token(report, &raw));
     whoami(report, &client, &base, token.as_deref()).await;
     hook_state(report);
+    for c in super::doctor_push::checks() {
+        report.line(if c.warn { Level::Warn } else { Level::Ok }, c.text);
+    }
 }
 
 /// `CHATROOM_URL` as the hook and the watcher use it (a pasted `/mcp` or

@@ -38,8 +38,81 @@ enum Mode {
     PostToolUse,
 }
 
-/// Runs the hook; always exits 0 (a hook must never block the agent).
-pub fn main() -> ExitCode {
+/// `chatroom hook`'s flags.
+#[derive(clap::Args, Default)]
+pub struct HookArgs {
+    /// For Claude Code's Stop hook with `async` and `asyncRewake`: wait for
+    /// the next event for this agent (the actionable set), then exit 2 with
+    /// the framed digest on stderr, which wakes the session; exit 0 silently
+    /// when the wait ends with nothing.
+    #[arg(long)]
+    pub rewake: bool,
+    /// How long --rewake waits at most: `90s`, `50m`, `2h` or seconds.
+    #[arg(long, default_value = "50m", value_parser = parse_wait)]
+    pub wait: Duration,
+    /// The client whose hook this is: `claude` prints the digest as text,
+    /// `codex` and `gemini` print `hookSpecificOutput.additionalContext`
+    /// JSON (at most 10,000 characters).
+    #[arg(long, value_enum, default_value_t = Client::Claude)]
+    pub client: Client,
+    /// Read CHATROOM_URL, CHATROOM_TOKEN and CHATROOM_ROOM from this file
+    /// (KEY=VALUE lines, as `chatroom setup` writes it).
+    #[arg(long, value_name = "FILE")]
+    pub connection: Option<PathBuf>,
+    /// Also write the connection this hook runs with to FILE (mode 0600),
+    /// for a plugin monitor, which gets no plugin options of its own.
+    #[arg(long, value_name = "FILE")]
+    pub save_connection: Option<PathBuf>,
+}
+
+/// The agent clients `chatroom hook` speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Client {
+    #[default]
+    Claude,
+    Codex,
+    Gemini,
+}
+
+/// The most `additionalContext` Codex and Gemini CLI take from a hook.
+pub const MAX_CONTEXT: usize = 10_000;
+
+/// `--wait`: `90s`, `50m`, `2h`, or plain seconds.
+fn parse_wait(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (n, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration such as 90s, 50m or 2h"))?;
+    let secs = match unit.trim() {
+        "s" | "" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?} is not a duration such as 90s, 50m or 2h")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+/// What each hook event says the agent is doing, for `POST /v1/presence`.
+fn state_for(event: Option<&str>) -> Option<&'static str> {
+    match event? {
+        "SessionStart" => Some("online"),
+        "UserPromptSubmit" | "BeforeAgent" => Some("working"),
+        "Stop" | "AfterAgent" => Some("waiting"),
+        "SessionEnd" => Some("offline"),
+        _ => None,
+    }
+}
+
+/// Runs the hook; exits 0 (a hook must never block the agent), except
+/// `--rewake`, whose exit 2 is its message.
+pub fn main(args: HookArgs) -> ExitCode {
+    if args.rewake {
+        return super::hook_rewake::main(args);
+    }
     let debug = std::env::var("CHATROOM_HOOK_DEBUG")
         .ok()
         .and_then(|v| crate::config::parse_switch(&v))
@@ -52,23 +125,34 @@ pub fn main() -> ExitCode {
     let input = read_stdin();
     let event = event_name(&input);
     let mode = match event.as_deref() {
-        None | Some("UserPromptSubmit") | Some("SessionStart") => Mode::Prompt,
-        Some("PostToolUse") => Mode::PostToolUse,
-        Some(other) => {
-            say(&format!("nothing to do for the {other:?} hook event"));
+        None | Some("UserPromptSubmit") | Some("SessionStart") | Some("BeforeAgent") => {
+            Some(Mode::Prompt)
+        }
+        Some("PostToolUse") => Some(Mode::PostToolUse),
+        _ => None,
+    };
+    let state = state_for(event.as_deref());
+    if mode.is_none() && state.is_none() {
+        say(&format!("nothing to do for the {event:?} hook event"));
+        return ExitCode::SUCCESS;
+    }
+    let conn = match super::channel_stream::Conn::resolve(args.connection.as_deref()) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            say("CHATROOM_TOKEN is not set; nothing to do");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            say(&e);
             return ExitCode::SUCCESS;
         }
     };
-    let Some(token) = env("CHATROOM_TOKEN") else {
-        say("CHATROOM_TOKEN is not set; nothing to do");
-        return ExitCode::SUCCESS;
-    };
-    let base = env("CHATROOM_URL")
-        .unwrap_or_else(|| crate::config::DEFAULT_URL.into())
-        .trim_end_matches('/')
-        .trim_end_matches("/mcp")
-        .to_owned();
-    let room = env("CHATROOM_ROOM");
+    if let Some(file) = &args.save_connection
+        && let Err(e) = super::channel_stream::write_conn_file(file, &conn)
+    {
+        say(&format!("cannot write {}: {e}", file.display()));
+    }
+    let (base, token, room) = (conn.base.clone(), conn.token.clone(), conn.room.clone());
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -80,13 +164,37 @@ pub fn main() -> ExitCode {
         }
     };
     let mark = MarkFile::locate(&base, &token, room.as_deref());
-    let outcome = runtime.block_on(fetch(&base, &token, room.as_deref(), mode, &mark));
+    let limit = (args.client != Client::Claude).then_some(10);
+    let (outcome, presence) = runtime.block_on(async {
+        let digest = async {
+            match mode {
+                Some(mode) => fetch(&base, &token, room.as_deref(), mode, &mark, limit).await,
+                None => Ok(None),
+            }
+        };
+        let presence = async {
+            match state {
+                Some(state) => post_state(&conn, state).await.map(|_| state),
+                None => Ok(""),
+            }
+        };
+        tokio::join!(digest, presence)
+    });
+    match presence {
+        Ok("") => {}
+        Ok(state) => say(&format!("presence: {state}")),
+        Err(why) => say(&format!("presence not sent: {why}")),
+    }
+    let Some(mode) = mode else {
+        return ExitCode::SUCCESS;
+    };
     match outcome {
         Ok(None) => say("nothing new"),
         Ok(Some(text)) => {
-            let out = match mode {
-                Mode::Prompt => text,
-                Mode::PostToolUse => crate::present::digest::post_tool_use(&text),
+            let out = match (mode, args.client) {
+                (Mode::PostToolUse, Client::Claude) => crate::present::digest::post_tool_use(&text),
+                (Mode::Prompt, Client::Claude) => text,
+                (_, _) => additional_context(event.as_deref().unwrap_or("UserPromptSubmit"), &text),
             };
             let mut stdout = std::io::stdout().lock();
             if stdout
@@ -115,7 +223,7 @@ fn env(name: &str) -> Option<String> {
 }
 
 /// The hook's stdin, if any arrives quickly; a terminal is not read.
-fn read_stdin() -> String {
+pub(super) fn read_stdin() -> String {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
         return String::new();
@@ -133,19 +241,76 @@ fn read_stdin() -> String {
 }
 
 /// `hook_event_name` from the hook's JSON input.
-fn event_name(input: &str) -> Option<String> {
+pub(super) fn event_name(input: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(input.trim()).ok()?;
     v.get("hook_event_name")?.as_str().map(str::to_owned)
 }
 
 /// One request to `/v1/whats_new?format=text`: `Ok(None)` when nothing is
 /// new, `Err` with an explanation for the debug output.
+/// `hookSpecificOutput.additionalContext` JSON for Codex and Gemini CLI,
+/// the digest cut to [`MAX_CONTEXT`] characters with its frame's end kept.
+fn additional_context(event: &str, text: &str) -> String {
+    let text = if text.chars().count() > MAX_CONTEXT {
+        let lines: Vec<&str> = text.lines().collect();
+        let end = lines.last().copied().unwrap_or("");
+        let note = "(more not shown: call the whats_new tool to read the rest)";
+        let budget = MAX_CONTEXT - end.chars().count() - note.chars().count() - 2;
+        let mut kept = String::new();
+        for l in &lines[..lines.len().saturating_sub(1)] {
+            if kept.chars().count() + l.chars().count() + 1 > budget {
+                break;
+            }
+            kept.push_str(l);
+            kept.push('\n');
+        }
+        format!("{kept}{note}\n{end}")
+    } else {
+        text.to_owned()
+    };
+    serde_json::json!({
+        "hookSpecificOutput": {"hookEventName": event, "additionalContext": text}
+    })
+    .to_string()
+}
+
+/// `POST /v1/presence {state}` for this hook's agent.
+pub(super) async fn post_state(
+    conn: &super::channel_stream::Conn,
+    state: &str,
+) -> Result<(), String> {
+    let client = reqwest::Client::builder()
+        .user_agent(concat!("chatroom-hook/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(TOTAL_TIMEOUT)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut url = reqwest::Url::parse(&format!("{}/v1/presence", conn.base))
+        .map_err(|e| format!("CHATROOM_URL is not a URL: {e}"))?;
+    if let Some(room) = &conn.room {
+        url.query_pairs_mut().append_pair("room", room);
+    }
+    let r = client
+        .post(url)
+        .bearer_auth(&conn.token)
+        .json(&serde_json::json!({ "state": state }))
+        .send()
+        .await
+        .map_err(|e| super::cause_chain(&e))?;
+    if r.status().is_success() {
+        Ok(())
+    } else {
+        Err(format!("HTTP {}", r.status().as_u16()))
+    }
+}
+
 async fn fetch(
     base: &str,
     token: &str,
     room: Option<&str>,
     mode: Mode,
     mark: &MarkFile,
+    limit: Option<i64>,
 ) -> Result<Option<String>, String> {
     let client = reqwest::Client::builder()
         .user_agent(concat!("chatroom-hook/", env!("CARGO_PKG_VERSION")))
@@ -154,6 +319,9 @@ async fn fetch(
         .build()
         .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
     let mut query: Vec<(&str, String)> = vec![("format", "text".into())];
+    if let Some(n) = limit {
+        query.push(("limit", n.to_string()));
+    }
     if let Some(r) = room {
         query.push(("room", r.into()));
     }

@@ -3,12 +3,17 @@
 
 mod admin;
 mod bench;
+mod channel;
+mod channel_stream;
 mod copy;
 mod doctor;
+mod doctor_push;
 mod export;
 mod hook;
+mod hook_rewake;
 mod import;
 mod quickstart;
+mod setup;
 mod watch;
 mod worker;
 
@@ -19,6 +24,10 @@ use clap::{CommandFactory, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
+
+/// The coordination protocol as one text: the Claude Code plugin's skill
+/// (`plugin/skills/chatroom/SKILL.md`), for the server to serve as well.
+pub const COORDINATION_SKILL: &str = include_str!("../../plugin/skills/chatroom/SKILL.md");
 
 /// `chatroom --version`: the crate version and the commit it was built from.
 pub const VERSION: &str = concat!(
@@ -74,10 +83,24 @@ enum Command {
     /// CHATROOM_TOKEN, CHATROOM_ROOM; CHATROOM_HOOK_STATE_DIR is where it keeps
     /// what it showed (default: $XDG_STATE_HOME/chatroom or ~/.local/state/chatroom);
     /// CHATROOM_HOOK_DEBUG=1 explains on stderr. Never fails: on any error it
-    /// prints nothing and exits 0.
-    Hook,
+    /// prints nothing and exits 0. It also reports the agent's state
+    /// (POST /v1/presence) on SessionStart, UserPromptSubmit, Stop and SessionEnd.
+    /// `--rewake` is the Stop hook that wakes an idle session (see its --help).
+    Hook(hook::HookArgs),
     /// Follow a room live, one line per notification (for Claude Code's Monitor tool).
     Watch(watch::WatchArgs),
+    /// A stdio MCP server for Claude Code channels: pushes the room's events for this agent
+    /// into an idle session (`claude --dangerously-load-development-channels server:chatroom`).
+    ///
+    /// Env: CHATROOM_URL, CHATROOM_TOKEN, CHATROOM_ROOM (or --connection FILE);
+    /// CHATROOM_PUSH_BURST (20): notifications per 5 minutes before pushes pause 10 minutes.
+    /// Content is framed as untrusted peer data; replies go through chatroom's post_message.
+    Channel(channel::ChannelArgs),
+    /// Write one agent's MCP entry and hooks into a client's project files
+    /// (claude: .mcp.json + .claude/settings.local.json; codex: .codex/config.toml +
+    /// .codex/hooks.json; gemini: .gemini/settings.json), merging into what is there.
+    /// Token from CHATROOM_TOKEN (never printed).
+    Setup(setup::SetupArgs),
     /// Print a shell completion script, e.g. `chatroom completions bash > /etc/bash_completion.d/chatroom`.
     Completions {
         /// The shell to complete for.
@@ -101,9 +124,9 @@ struct ManArgs {
 pub fn main() -> ExitCode {
     let dotenv = config::load_dotenv();
     let cli = Cli::parse();
-    if let Command::Hook = cli.command {
+    if let Command::Hook(args) = cli.command {
         // On every prompt: its own small runtime, and it never fails.
-        return hook::main();
+        return hook::main(args);
     }
     match &cli.command {
         // Logged once logging is set up; the doctor lists them itself.
@@ -147,7 +170,9 @@ pub fn main() -> ExitCode {
             Command::Bench(args) => bench::run(args).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Watch(args) => watch::run(args).await,
-            Command::Hook => Ok(hook::main()),
+            Command::Channel(args) => channel::run(args).await,
+            Command::Setup(args) => setup::run(args).await,
+            Command::Hook(_) => Ok(ExitCode::SUCCESS),
             Command::Completions { .. } | Command::Man(_) => Ok(ExitCode::SUCCESS),
         }
     });

@@ -32,6 +32,18 @@ pub struct WatchArgs {
     /// Room to follow (default: the token's default room).
     #[arg(long, env = "CHATROOM_ROOM")]
     room: Option<String>,
+    /// For Claude Code plugin monitors: the actionable set (mentions,
+    /// replies, tasks assigned or sent back, reviews for a lead, a claim
+    /// lost, a lease ending), one pointer line per event or coalesced
+    /// burst ending "call whats_new". --mode mentions narrows it, --mode
+    /// all widens it.
+    #[arg(long)]
+    monitor: bool,
+    /// Read CHATROOM_URL, CHATROOM_TOKEN and CHATROOM_ROOM from this file
+    /// (mode 0600, written by `chatroom hook --save-connection`); waits for
+    /// it to appear.
+    #[arg(long, value_name = "FILE")]
+    connection: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -56,6 +68,9 @@ enum End {
 }
 
 pub async fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
+    if args.monitor {
+        return Ok(monitor(args).await);
+    }
     let Some(token) = args.token.filter(|t| !t.trim().is_empty()) else {
         eprintln!(
             "chatroom watch: no token: set CHATROOM_TOKEN to this agent's token (cr_…, from `chatroom admin add-token`) or pass --token"
@@ -109,6 +124,67 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
+}
+
+/// `--monitor`: the push client of `super::channel`, printing pointer lines.
+async fn monitor(args: WatchArgs) -> ExitCode {
+    let mode = match args.mode {
+        Mode::Mentions => crate::domain::push::Mode::Mentions,
+        Mode::All => crate::domain::push::Mode::All,
+        // The default of --mode is for the plain watcher: a monitor
+        // follows the actionable set unless told otherwise.
+        Mode::Board => crate::domain::push::Mode::Actionable,
+    };
+    let mode = if args.mode == Mode::Mentions && !mode_given() {
+        crate::domain::push::Mode::Actionable
+    } else {
+        mode
+    };
+    let conn = match &args.connection {
+        Some(file) => {
+            let mut said = false;
+            while !file.exists() {
+                if !said {
+                    eprintln!(
+                        "chatroom watch: waiting for {} (the plugin's SessionStart hook writes it)",
+                        file.display()
+                    );
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            super::channel_stream::Conn::resolve(Some(file))
+        }
+        None => Ok(args.token.filter(|t| !t.trim().is_empty()).map(|token| {
+            super::channel_stream::Conn {
+                base: args
+                    .url
+                    .trim()
+                    .trim_end_matches('/')
+                    .trim_end_matches("/mcp")
+                    .to_owned(),
+                token: token.trim().to_owned(),
+                room: args.room.filter(|r| !r.trim().is_empty()),
+            }
+        })),
+    };
+    match conn {
+        Ok(Some(conn)) => super::channel::monitor(conn, mode).await,
+        Ok(None) => {
+            eprintln!("chatroom watch: no token: set CHATROOM_TOKEN or pass --connection FILE");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("chatroom watch: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Whether `--mode` was on the command line (its default suits the plain
+/// watcher, not a monitor).
+fn mode_given() -> bool {
+    std::env::args().any(|a| a == "--mode" || a.starts_with("--mode="))
 }
 
 struct Watch {
@@ -259,23 +335,7 @@ fn notification(mode: Mode, data: &Value) -> Option<String> {
 }
 
 fn event_from_json(v: &Value) -> Option<Event> {
-    let ts = v["ts"]
-        .as_str()
-        .and_then(|t| {
-            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-        })
-        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
-        .unwrap_or_else(crate::clock::now_ms);
-    Some(Event {
-        id: v["id"].as_i64()?,
-        room: v["room"].as_str().unwrap_or("").to_owned(),
-        ts,
-        kind: v["kind"].as_str()?.to_owned(),
-        actor: v["actor"].as_str().unwrap_or("").to_owned(),
-        task_id: v["task_id"].as_i64(),
-        message_id: v["message_id"].as_i64(),
-        detail: v["data"].clone(),
-    })
+    crate::present::push::event_from_activity(v)
 }
 
 /// A minimal Server-Sent Events parser: bytes in, `(event, data)` out.

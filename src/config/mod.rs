@@ -144,6 +144,7 @@ pub const CLIENT_VARIABLES: &[&str] = &[
     "CHATROOM_ROOM",
     "CHATROOM_HOOK_DEBUG",
     "CHATROOM_HOOK_STATE_DIR",
+    "CHATROOM_PUSH_BURST",
 ];
 
 /// Where the agent-side commands look for the server when `CHATROOM_URL`

@@ -127,6 +127,20 @@ pub const TABLES: &[Table] = {
             columns: &[("room", Text), ("agent", Text), ("last_seen_ts", Int)],
         },
         Table {
+            name: "agent_status",
+            keyed_by_id: false,
+            columns: &[
+                ("room", Text),
+                ("agent", Text),
+                ("state", Text),
+                ("state_ts", Int),
+                ("attention", Text),
+                ("attention_ts", Int),
+                ("hook_seen_ts", Int),
+                ("push_seen_ts", Int),
+            ],
+        },
+        Table {
             name: "tasks",
             keyed_by_id: true,
             columns: &[

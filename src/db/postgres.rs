@@ -615,6 +615,7 @@ impl Store for PostgresStore {
             "DELETE FROM events WHERE room = $1",
             "DELETE FROM cursors WHERE room = $1",
             "DELETE FROM presence WHERE room = $1",
+            "DELETE FROM agent_status WHERE room = $1",
         ] {
             sqlx::query(sql).bind(room).execute(&mut *tx).await?;
         }
@@ -819,6 +820,105 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    async fn save_agent_state(&self, room: &str, agent: &str, state: &str, ts: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO agent_status (room, agent, state, state_ts) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (room, agent) DO UPDATE SET state = excluded.state, state_ts = excluded.state_ts",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(state)
+        .bind(ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn save_attention(
+        &self,
+        room: &str,
+        agent: &str,
+        attention: &str,
+        ts: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO agent_status (room, agent, attention, attention_ts) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (room, agent) DO UPDATE SET attention = excluded.attention, attention_ts = excluded.attention_ts",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(attention)
+        .bind(ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn save_reach_marks(&self, marks: &[ReachMark]) -> Result<()> {
+        if marks.is_empty() {
+            return Ok(());
+        }
+        // One row per agent (the batch's last push mark, its latest hook),
+        // in key order, so replicas flushing at once never deadlock.
+        let mut merged: std::collections::BTreeMap<(&str, &str), (Option<i64>, Option<i64>)> =
+            std::collections::BTreeMap::new();
+        for m in marks {
+            let e = merged.entry((&m.room, &m.agent)).or_default();
+            e.0 = e.0.max(m.hook_seen_ts);
+            if m.push_seen_ts.is_some() {
+                e.1 = m.push_seen_ts;
+            }
+        }
+        let rooms: Vec<&str> = merged.keys().map(|k| k.0).collect();
+        let agents: Vec<&str> = merged.keys().map(|k| k.1).collect();
+        let hooks: Vec<Option<i64>> = merged.values().map(|v| v.0).collect();
+        let pushes: Vec<Option<i64>> = merged.values().map(|v| v.1).collect();
+        sqlx::query(
+            "INSERT INTO agent_status (room, agent, hook_seen_ts, push_seen_ts) \
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::bigint[]) \
+             ON CONFLICT (room, agent) DO UPDATE SET \
+             hook_seen_ts = GREATEST(agent_status.hook_seen_ts, excluded.hook_seen_ts), \
+             push_seen_ts = COALESCE(excluded.push_seen_ts, agent_status.push_seen_ts)",
+        )
+        .bind(rooms)
+        .bind(agents)
+        .bind(hooks)
+        .bind(pushes)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn agent_statuses(&self, room: &str) -> Result<Vec<AgentStatus>> {
+        let rows: Vec<(
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            Option<i64>,
+            Option<i64>,
+        )> = sqlx::query_as(
+            "SELECT agent, state, state_ts, attention, hook_seen_ts, push_seen_ts \
+                 FROM agent_status WHERE room = $1 ORDER BY agent",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(agent, state, state_ts, attention, hook_seen_ts, push_seen_ts)| AgentStatus {
+                    agent,
+                    state,
+                    state_ts,
+                    attention,
+                    hook_seen_ts,
+                    push_seen_ts,
+                },
+            )
+            .collect())
+    }
+
     async fn post_message(
         &self,
         room: &str,
@@ -903,9 +1003,9 @@ impl Store for PostgresStore {
         Ok(rows.iter().map(message_from_row).collect())
     }
 
-    async fn message_room(&self, id: i64) -> Result<Option<String>> {
+    async fn message_origin(&self, id: i64) -> Result<Option<(String, String)>> {
         Ok(
-            sqlx::query_scalar("SELECT room FROM messages WHERE id = $1")
+            sqlx::query_as("SELECT room, author FROM messages WHERE id = $1")
                 .bind(id)
                 .fetch_optional(&self.pool)
                 .await?,

@@ -48,16 +48,22 @@ impl TaskChange {
         self
     }
 
-    /// Appends an event; the detail gets the task's new status, assignee and
-    /// version, and a `note_added` one the note (its id comes from the store,
+    /// Appends an event; the detail gets the task's new status, assignee
+    /// (and the previous one when it changes) and version, and a
+    /// `note_added` one the note (its id comes from the store,
     /// [`Record::stamp`]).
     fn event(mut self, kind: EventKind, task: &Task, mut detail: Value) -> TaskChange {
-        let base = json!({
+        let mut base = json!({
             "title": task.title,
             "status": self.status,
             "assignee": self.assignee,
             "version": self.expected_version + 1,
         });
+        // Who held it before, when that changes: the one it was taken
+        // from is told (`domain::push`).
+        if task.assignee.is_some() && task.assignee != self.assignee {
+            base["previous_assignee"] = json!(task.assignee);
+        }
         if let (Value::Object(d), Value::Object(b)) = (&mut detail, base) {
             for (k, v) in b {
                 d.entry(k).or_insert(v);

@@ -67,6 +67,13 @@ pub fn message_record_with(
     record.event(EventKind::Message, None, None, detail)
 }
 
+/// A posted message, and `reach` for each agent it mentions.
+#[derive(Debug)]
+pub struct Posted {
+    pub message: Message,
+    pub reach: Vec<(String, crate::domain::presence::Reach)>,
+}
+
 impl Core {
     /// The agents `body` mentions that are agents of `room`
     /// ([`Store::room_agents`](crate::domain::Store::room_agents)), in order
@@ -87,20 +94,23 @@ impl Core {
             .collect())
     }
 
+    /// Posts `body`; answers the message and, for each agent it mentions,
+    /// whether it reaches them soon ([`Core::reach`]).
     pub async fn post_message(
         &self,
         call: &Call,
         room: Option<&str>,
         body: &str,
         reply_to: Option<i64>,
-    ) -> Result<Message> {
+    ) -> Result<Posted> {
         let room = self.room(call, room).await?;
         self.writable(call)?;
         limits::non_empty("body", body)?;
         limits::check("body", body, limits::MESSAGE)?;
+        let mut parent_author = None;
         if let Some(parent) = reply_to {
-            match self.store.message_room(parent).await? {
-                Some(r) if r == room.name => {}
+            match self.store.message_origin(parent).await? {
+                Some((r, author)) if r == room.name => parent_author = Some(author),
                 _ => {
                     return Err(Error::not_found(format!(
                         "reply_to {parent} is not a message of room {:?}",
@@ -110,14 +120,27 @@ impl Core {
             }
         }
         let named = self.indexed_mentions(&room.name, body).await?;
-        let record = message_record_with(call.record(self.clock.now_ms()), body, reply_to, named);
+        let mut record =
+            message_record_with(call.record(self.clock.now_ms()), body, reply_to, named);
+        if let (Some(author), Some(e)) = (parent_author, record.events.last_mut()) {
+            // Who is answered: a reply reaches them (`domain::push`).
+            e.detail["reply_to_author"] = json!(author);
+        }
+        let me = call.agent.to_lowercase();
+        let mentioned: Vec<String> = record
+            .mentions
+            .iter()
+            .filter(|a| **a != me)
+            .cloned()
+            .collect();
         let (message, event) = self
             .store
             .post_message(&room.name, body, reply_to, record)
             .await?;
         call.mark_audited();
         self.bus.publish([event]);
-        Ok(message)
+        let reach = self.reach(&room.name, &mentioned).await?;
+        Ok(Posted { message, reach })
     }
 
     pub async fn read_messages(

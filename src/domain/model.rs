@@ -364,6 +364,31 @@ pub struct Member {
     pub last_seen: Option<i64>,
 }
 
+/// What the store keeps of an agent's presence in a room (SPEC §8a): the
+/// state its hooks last said, its attention switch, and when its hook and
+/// its push clients were last seen. Strings as stored; `domain::presence`
+/// gives them their meaning.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentStatus {
+    pub agent: String,
+    pub state: Option<String>,
+    pub state_ts: Option<i64>,
+    pub attention: Option<String>,
+    pub hook_seen_ts: Option<i64>,
+    pub push_seen_ts: Option<i64>,
+}
+
+/// A batch entry of the marks kept in memory and written behind: a hook
+/// seen (kept at its latest), or this replica's push clients of the agent
+/// still connected (a time) or all gone (`Some(0)`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReachMark {
+    pub room: String,
+    pub agent: String,
+    pub hook_seen_ts: Option<i64>,
+    pub push_seen_ts: Option<i64>,
+}
+
 /// An admin-console log entry.
 #[derive(Debug, Clone, Serialize)]
 pub struct AdminLogEntry {

@@ -62,6 +62,16 @@ pub trait Store: Send + Sync + 'static {
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()>;
     /// Records `(token id, ts)` as each token's last use (a later one kept).
     async fn save_token_use(&self, used: &[(i64, i64)]) -> Result<()>;
+    /// Sets the state `agent`'s hooks report in `room`, at `ts`.
+    async fn save_agent_state(&self, room: &str, agent: &str, state: &str, ts: i64) -> Result<()>;
+    /// Sets `agent`'s attention switch in `room`, at `ts`.
+    async fn save_attention(&self, room: &str, agent: &str, attention: &str, ts: i64)
+    -> Result<()>;
+    /// Writes a batch of marks: a hook seen keeps the latest time; a push
+    /// mark is set as given (`0` clears it).
+    async fn save_reach_marks(&self, marks: &[ReachMark]) -> Result<()>;
+    /// Every agent of `room` with a presence row, by name.
+    async fn agent_statuses(&self, room: &str) -> Result<Vec<AgentStatus>>;
 
     // Chat
     /// Posts `body` by the record's actor; the record's mentions are the message's.
@@ -73,7 +83,8 @@ pub trait Store: Send + Sync + 'static {
         record: Record,
     ) -> Result<(Message, Event)>;
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>>;
-    async fn message_room(&self, id: i64) -> Result<Option<String>>;
+    /// The room and author of message `id`.
+    async fn message_origin(&self, id: i64) -> Result<Option<(String, String)>>;
     async fn latest_message_id(&self, room: &str) -> Result<i64>;
     /// [`Store::read_messages`] and [`Store::latest_message_id`] together,
     /// in one round trip where the backend has them.

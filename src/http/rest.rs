@@ -46,6 +46,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/v1/files", get(list_files).post(upload_file))
         .route("/v1/files/{id}", get(download_file).delete(delete_file))
         .route("/v1/stream", get(super::sse::stream))
+        .route("/v1/presence", get(presence).post(set_presence))
         .layer(DefaultBodyLimit::max(body_limit))
         // The body is read only once the token is known (inner layer).
         .route_layer(middleware::from_fn_with_state(state.clone(), body_guard))
@@ -176,6 +177,9 @@ struct WhatsNewParams {
     format: Option<String>,
     /// Leave out events up to this id (a peeking hook's own mark).
     after_id: Option<i64>,
+    /// At most this many events (1 to 100; a hook with a small context
+    /// budget asks for fewer).
+    limit: Option<i64>,
 }
 
 /// For hooks: up to 100 events after the caller's cursor, the caller's own
@@ -193,11 +197,22 @@ async fn whats_new(
     let news = api
         .run(&s, "v1:whats_new", None, async |call| {
             s.core
-                .whats_new(call, api.room(), WHATS_NEW_LIMIT, advance, true, p.after_id)
+                .whats_new(
+                    call,
+                    api.room(),
+                    p.limit.unwrap_or(WHATS_NEW_LIMIT).clamp(1, WHATS_NEW_LIMIT),
+                    advance,
+                    true,
+                    p.after_id,
+                )
                 .await
         })
         .await?;
     let (room, page) = (&news.room, &news.page);
+    // This route is the hooks' (SPEC §4): a hook seen, for `reach`.
+    s.core
+        .presence
+        .hook_seen(&room.name, &api.caller.agent, s.core.clock.now_ms());
     let last_id = page.events.last().map_or(page.since, |e| e.id);
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -326,15 +341,59 @@ async fn post_message(
     api: Api,
     JsonBody(m): JsonBody<NewMessage>,
 ) -> Result<Response> {
-    let message = api
+    let posted = api
         .run(&s, "v1:post_message", None, async |call| {
             s.core
                 .post_message(call, api.room(), &m.body, m.reply_to)
                 .await
         })
         .await?;
-    let body = json!({"ok": true, "message_id": message.id, "author": message.author});
-    Ok((StatusCode::CREATED, Json(api.reply(&message.room, body))).into_response())
+    let body = present::posted(&posted);
+    Ok((
+        StatusCode::CREATED,
+        Json(api.reply(&posted.message.room, body)),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct NewState {
+    state: String,
+}
+
+/// A hook says what its agent is doing: `{state}` (`online`, `working`,
+/// `waiting`, `idle`, `offline`).
+async fn set_presence(
+    State(s): State<AppState>,
+    api: Api,
+    JsonBody(b): JsonBody<NewState>,
+) -> Result<Json<Value>> {
+    let change = api
+        .run(&s, "v1:presence", None, async |call| {
+            s.core.set_state(call, api.room(), &b.state).await
+        })
+        .await?;
+    let body = json!({
+        "ok": true,
+        "agent": change.agent,
+        "state": change.state,
+        "ts": change.state_ts.map(crate::clock::fmt_ts),
+        "attention": change.attention,
+    });
+    Ok(Json(api.reply(&change.room, body)))
+}
+
+/// Each agent's presence in the room: state and its time, attention,
+/// whether a push client follows the room, when its hook was last seen.
+async fn presence(State(s): State<AppState>, api: Api) -> Result<Json<Value>> {
+    let (room, agents) = api
+        .run(&s, "v1:presence", None, async |call| {
+            let room = s.core.room(call, api.room()).await?.name;
+            let agents = s.core.presence_of(&room).await?;
+            Ok((room, agents))
+        })
+        .await?;
+    Ok(Json(api.reply(&room, json!({"agents": agents}))))
 }
 
 #[derive(Deserialize)]

@@ -7,7 +7,10 @@
 //! after a board change) and `files` (the file list at connect and after a
 //! file change). `after=all|now|N` picks where the `activity` replay starts,
 //! `after_msg=N` where the `chat` replay does; `tail=N` (with `after=all`)
-//! replays only the last N of each. Replays come from the database, then the
+//! replays only the last N of each. `client=channel|monitor|rewake` marks
+//! a push client (SPEC §8a): it is counted for `reach` while connected, and
+//! its `activity` also carries `actionable` (why the event concerns the
+//! agent, `domain::push`, or null) and the agent's `attention`. Replays come from the database, then the
 //! stream follows the in-process event bus (a lagging stream re-reads from
 //! the database). A keep-alive comment goes out every 15 s. Streams never
 //! move cursors, and all of them end when the server shuts down. A stream
@@ -44,6 +47,7 @@ use crate::auth::streams::{Slot, expires_at};
 use crate::domain::events::Ids;
 use crate::domain::model::Status;
 use crate::domain::model::{Event, EventFilter, TaskQuery};
+use crate::domain::push;
 use crate::domain::{Call, Core};
 use crate::error::{Error, Result};
 use crate::present::{self, UNTRUSTED_WARNING, Viewer};
@@ -99,7 +103,14 @@ pub struct StreamParams {
     after: Option<String>,
     after_msg: Option<i64>,
     tail: Option<i64>,
+    /// A push client says what it is (`channel`, `monitor`, `rewake`): it
+    /// is counted for `reach`, and its `activity` carries `actionable` and
+    /// `attention` (`domain::push`).
+    client: Option<String>,
 }
+
+/// The push clients a stream may say it is.
+const PUSH_CLIENTS: [&str; 3] = ["channel", "monitor", "rewake"];
 
 /// Where the `activity` replay starts.
 #[derive(Debug, Clone, Copy)]
@@ -132,6 +143,16 @@ pub async fn stream(
     // ends the stream when the token is revoked.
     let slot = s.streams.open(&api.caller)?;
     let after = parse_after(p.after.as_deref())?;
+    let push_client = match p.client.as_deref().map(str::trim) {
+        None | Some("") => false,
+        Some(c) if PUSH_CLIENTS.contains(&c) => true,
+        Some(c) => {
+            return Err(Error::invalid(format!(
+                "client must be channel, monitor or rewake, not {:?}",
+                crate::domain::names::truncate_for_message(c)
+            )));
+        }
+    };
     let tail = p.tail.map(|t| t.clamp(1, MAX_TAIL));
     // Subscribe before anything is read, so an event landing in between is
     // seen at least once (the replay floor drops doubles).
@@ -143,7 +164,13 @@ pub async fn stream(
         .await?
         .name;
     let (tx, rx) = mpsc::channel(256);
+    let push = push_client.then(|| {
+        s.core
+            .presence
+            .push_client(&room, &api.caller.agent, s.core.clock.now_ms())
+    });
     let feed = Feed {
+        push,
         core: s.core.clone(),
         boards: s.boards.clone(),
         call: Call::new(api.caller.clone(), "v1:stream"),
@@ -189,6 +216,8 @@ type Step<T = ()> = std::result::Result<T, Stop>;
 
 /// One stream's producer: replays, then follows the bus.
 struct Feed {
+    /// Held while a push client follows the room (counted for `reach`).
+    push: Option<crate::domain::presence::PushClient>,
     core: Core,
     boards: Arc<Boards>,
     call: Call,
@@ -387,7 +416,18 @@ impl Feed {
     async fn deliver(&mut self, e: &Event) -> Step {
         self.delivered = self.delivered.max(e.id);
         let viewer = Viewer::new(&self.call.agent);
-        self.send("activity", Some(e.id), viewer.event(e)).await?;
+        let mut activity = viewer.event(e);
+        if self.push.is_some() {
+            let to = push::Recipient {
+                agent: &self.call.agent,
+                lead: self.call.lead,
+            };
+            let reason = push::actionable(e, to);
+            activity["actionable"] = json!(reason.map(push::Reason::as_str));
+            let attention = self.core.attention(&self.room, &self.call.agent).await?;
+            activity["attention"] = json!(attention.as_str());
+        }
+        self.send("activity", Some(e.id), activity).await?;
         match e.kind.as_str() {
             "message" => {
                 if let (Some(id), Some(floor)) = (e.message_id, self.chat_floor)

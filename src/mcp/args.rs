@@ -34,6 +34,15 @@ pub struct PostMessage {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct SetAttention {
+    /// `open` (everything your push clients ask for), `dnd` (only mentions
+    /// and assignments push) or `focus` (nothing pushes).
+    pub attention: String,
+    /// Room to act on (default: your token's default room).
+    pub room: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadMessages {
     /// Return messages with an id above this (default 0: from the start).
     pub since_id: Option<i64>,

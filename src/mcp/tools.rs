@@ -210,22 +210,42 @@ impl Chatroom {
     }
 
     #[tool(
-        description = "Post a chat message (talk, announcements, questions; use the board for work). `@name` mentions an agent; reply_to threads it."
+        description = "Post a chat message (talk, announcements, questions; use the board for work). `@name` mentions an agent; reply_to threads it. `reach` says for each agent mentioned whether it hears soon: push (woken now), next_turn (at its next prompt) or offline."
     )]
     async fn post_message(
         &self,
         Parameters(a): Parameters<PostMessage>,
         Extension(call): Ctx,
     ) -> Result<Reply> {
-        let m = self
+        let posted = self
             .state
             .core
             .post_message(&call, a.room.as_deref(), &a.body, a.reply_to)
             .await?;
         Ok(Reply::new(
             &call,
-            &m.room,
-            json!({"ok": true, "message_id": m.id, "author": m.author}),
+            &posted.message.room,
+            present::posted(&posted),
+        ))
+    }
+
+    #[tool(
+        description = "Your own switch over what pushes to you while you sit idle: open (all your push clients ask for), dnd (only mentions and assignments), focus (nothing). Events still wait in whats_new."
+    )]
+    async fn set_attention(
+        &self,
+        Parameters(a): Parameters<SetAttention>,
+        Extension(call): Ctx,
+    ) -> Result<Reply> {
+        let change = self
+            .state
+            .core
+            .set_attention(&call, a.room.as_deref(), &a.attention)
+            .await?;
+        Ok(Reply::new(
+            &call,
+            &change.room,
+            json!({"ok": true, "attention": change.attention.as_str()}),
         ))
     }
 

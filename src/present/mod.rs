@@ -6,6 +6,7 @@
 //! watch` all shape what they show here, so they cannot drift apart.
 
 pub mod digest;
+pub mod push;
 
 use serde_json::{Map, Value, json};
 
@@ -234,6 +235,18 @@ pub fn room_info_set(r: &Room) -> Value {
 /// A deleted room: `{ok, deleted, deleted_room}` (both name it).
 pub fn room_deleted(name: &str) -> Value {
     json!({"ok": true, "deleted": name, "deleted_room": name})
+}
+
+/// A posted message as `post_message` answers it: `{ok, message_id,
+/// author, reach}` (`reach`: each mentioned agent's `push`, `next_turn` or
+/// `offline`).
+pub fn posted(p: &crate::domain::chat::Posted) -> Value {
+    json!({
+        "ok": true,
+        "message_id": p.message.id,
+        "author": p.message.author,
+        "reach": crate::domain::presence::reach_json(&p.reach),
+    })
 }
 
 /// Chat messages as `read_messages` answers them.

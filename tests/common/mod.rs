@@ -598,3 +598,28 @@ pub async fn wait_healthy(url: &str, limit: Duration) -> bool {
     }
     false
 }
+
+/// Waits until the server counts a push client (channel, monitor, rewake)
+/// of `agent`, as `GET /v1/presence` reports it.
+pub async fn wait_for_push(url: &str, token: &str, agent: &str) {
+    let http = reqwest::Client::new();
+    for _ in 0..400 {
+        let v: Value = http
+            .get(format!("{url}/v1/presence"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if v["agents"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a["agent"] == agent && a["push"] == true))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no push client of {agent} connected");
+}

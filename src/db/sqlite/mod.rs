@@ -810,6 +810,7 @@ impl Store for SqliteStore {
                 "DELETE FROM events WHERE room = ?1",
                 "DELETE FROM cursors WHERE room = ?1",
                 "DELETE FROM presence WHERE room = ?1",
+                "DELETE FROM agent_status WHERE room = ?1",
             ] {
                 c.execute(sql, [&room])?;
             }
@@ -1012,6 +1013,76 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn save_agent_state(&self, room: &str, agent: &str, state: &str, ts: i64) -> Result<()> {
+        self.write(|c| {
+            exec(
+                c,
+                "INSERT INTO agent_status (room, agent, state, state_ts) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (room, agent) DO UPDATE SET state = excluded.state, state_ts = excluded.state_ts",
+                params![room, agent, state, ts],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn save_attention(
+        &self,
+        room: &str,
+        agent: &str,
+        attention: &str,
+        ts: i64,
+    ) -> Result<()> {
+        self.write(|c| {
+            exec(
+                c,
+                "INSERT INTO agent_status (room, agent, attention, attention_ts) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (room, agent) DO UPDATE SET attention = excluded.attention, attention_ts = excluded.attention_ts",
+                params![room, agent, attention, ts],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn save_reach_marks(&self, marks: &[ReachMark]) -> Result<()> {
+        self.write(|c| {
+            for m in marks {
+                exec(
+                    c,
+                    "INSERT INTO agent_status (room, agent, hook_seen_ts, push_seen_ts) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (room, agent) DO UPDATE SET \
+                     hook_seen_ts = MAX(COALESCE(hook_seen_ts, 0), COALESCE(excluded.hook_seen_ts, 0)), \
+                     push_seen_ts = COALESCE(excluded.push_seen_ts, push_seen_ts)",
+                    params![m.room, m.agent, m.hook_seen_ts, m.push_seen_ts],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn agent_statuses(&self, room: &str) -> Result<Vec<AgentStatus>> {
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT agent, state, state_ts, attention, NULLIF(hook_seen_ts, 0), push_seen_ts \
+                 FROM agent_status WHERE room = ?1 ORDER BY agent",
+                [room],
+                |r| {
+                    Ok(AgentStatus {
+                        agent: r.get(0)?,
+                        state: r.get(1)?,
+                        state_ts: r.get(2)?,
+                        attention: r.get(3)?,
+                        hook_seen_ts: r.get(4)?,
+                        push_seen_ts: r.get(5)?,
+                    })
+                },
+            )
+        })
+    }
+
     async fn post_message(
         &self,
         room: &str,
@@ -1060,11 +1131,14 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn message_room(&self, id: i64) -> Result<Option<String>> {
+    async fn message_origin(&self, id: i64) -> Result<Option<(String, String)>> {
         self.read(|c| {
-            row(c, "SELECT room FROM messages WHERE id = ?1", [id], |r| {
-                r.get(0)
-            })
+            row(
+                c,
+                "SELECT room, author FROM messages WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
         })
     }
 

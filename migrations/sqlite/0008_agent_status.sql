@@ -1,0 +1,16 @@
+-- Presence and reach (SPEC §8a): per agent and room, the state its hooks
+-- report (`POST /v1/presence`), its attention switch (`set_attention`),
+-- and when its hook and its push clients (channel, monitor, rewake) were
+-- last seen, for `reach`. Written when set, or in batches; never pruned
+-- (one row per agent and room), removed with the room.
+CREATE TABLE agent_status (
+    room          TEXT NOT NULL,
+    agent         TEXT NOT NULL,
+    state         TEXT,
+    state_ts      INTEGER,
+    attention     TEXT,
+    attention_ts  INTEGER,
+    hook_seen_ts  INTEGER,
+    push_seen_ts  INTEGER,
+    PRIMARY KEY (room, agent)
+) WITHOUT ROWID;

@@ -1,0 +1,323 @@
+//! What every push client shares (`chatroom channel`, `chatroom watch
+//! --monitor`, `chatroom hook --rewake`): where the server is and the
+//! token ([`Conn`], from flags, a connection file or the environment), and
+//! [`Follower`], one `/v1/stream?client=…` followed across reconnects that
+//! hands out each event once, by id.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::watch::SseParser;
+
+/// A server, a token and a room to follow.
+#[derive(Clone)]
+pub struct Conn {
+    pub base: String,
+    pub token: String,
+    pub room: Option<String>,
+}
+
+/// A connection file: `CHATROOM_URL=…`, `CHATROOM_TOKEN=…`,
+/// `CHATROOM_ROOM=…` lines (what `chatroom hook --save-connection` and
+/// `chatroom setup` write, mode 0600).
+pub fn read_conn_file(path: &Path) -> Result<HashMap<String, String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the connection file {}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            let v = v.trim().trim_matches('"').to_owned();
+            (k.trim().to_owned(), v)
+        })
+        .collect())
+}
+
+/// Writes a connection file readable by its owner only.
+pub fn write_conn_file(path: &Path, conn: &Conn) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut text = format!(
+        "# chatroom connection (a secret: keep this file private)\nCHATROOM_URL={}\nCHATROOM_TOKEN={}\n",
+        conn.base, conn.token
+    );
+    if let Some(room) = &conn.room {
+        text.push_str(&format!("CHATROOM_ROOM={room}\n"));
+    }
+    let tmp = path.with_extension("tmp");
+    {
+        use std::io::Write;
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+    }
+    std::fs::rename(tmp, path)
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+impl Conn {
+    /// The connection: from `file` when given, else from the environment:
+    /// a Claude Code plugin's options (`CLAUDE_PLUGIN_OPTION_URL`,
+    /// `…_TOKEN`, `…_ROOM`, which Claude Code gives plugin hooks) before
+    /// `CHATROOM_URL`, `CHATROOM_TOKEN`, `CHATROOM_ROOM`. `None` without a
+    /// token.
+    pub fn resolve(file: Option<&Path>) -> Result<Option<Conn>, String> {
+        let values = match file {
+            Some(f) => read_conn_file(f)?,
+            None => HashMap::new(),
+        };
+        let get = |key: &str| {
+            if file.is_some() {
+                return values.get(&format!("CHATROOM_{key}")).cloned();
+            }
+            env(&format!("CLAUDE_PLUGIN_OPTION_{key}")).or_else(|| env(&format!("CHATROOM_{key}")))
+        };
+        let Some(token) = get("TOKEN").filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        let base = get("URL")
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| crate::config::DEFAULT_URL.into());
+        Ok(Some(Conn {
+            base: base
+                .trim()
+                .trim_end_matches('/')
+                .trim_end_matches("/mcp")
+                .to_owned(),
+            token,
+            room: get("ROOM").filter(|r| !r.is_empty()),
+        }))
+    }
+}
+
+/// Where a client keeps small state (the hook's mark, the rewake guard):
+/// `CHATROOM_HOOK_STATE_DIR`, else the user's state directory.
+pub fn state_dir() -> Option<PathBuf> {
+    env("CHATROOM_HOOK_STATE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| env("XDG_STATE_HOME").map(|d| PathBuf::from(d).join("chatroom")))
+        .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".local/state/chatroom")))
+}
+
+/// What the stream handed out.
+#[derive(Debug)]
+pub enum Item {
+    /// Connected (again): `{room, you_are, latest_event_id, …}`.
+    Ready(Value),
+    /// A room event not seen before, with `actionable` and `attention`.
+    Activity(Value),
+    /// The board (open tasks), at connect and after a change.
+    Board(Value),
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+pub enum End {
+    /// A passing failure (the server restarts, the network): reconnect.
+    Retry(String),
+    /// Reconnecting cannot help (the token was refused).
+    Fatal(String),
+}
+
+type Body =
+    std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>;
+
+/// One room's stream, followed across reconnects from the last event seen.
+pub struct Follower {
+    http: reqwest::Client,
+    conn: Conn,
+    kind: &'static str,
+    /// The newest event handed out; a reconnect resumes after it, and an
+    /// event at or below it is never handed out again.
+    pub after: Option<i64>,
+    body: Option<(Body, SseParser)>,
+    queue: std::collections::VecDeque<Item>,
+}
+
+/// How long a silent stream is trusted (the server comments every 15 s).
+const STALL: Duration = Duration::from_secs(45);
+
+impl Follower {
+    /// A follower of `conn`'s room, saying it is a `kind` push client,
+    /// starting after event `after` (`None`: from now).
+    pub fn new(conn: Conn, kind: &'static str, after: Option<i64>) -> Follower {
+        let http = reqwest::Client::builder()
+            .user_agent(format!("chatroom-{kind}/{}", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .expect("an HTTP client");
+        Follower {
+            http,
+            conn,
+            kind,
+            after,
+            body: None,
+            queue: Default::default(),
+        }
+    }
+
+    /// The next item; connects first when not connected. An `Err` ends
+    /// the connection (call again to reconnect after a pause).
+    pub async fn next(&mut self) -> Result<Item, End> {
+        loop {
+            if let Some(item) = self.queue.pop_front() {
+                return Ok(item);
+            }
+            if self.body.is_none() {
+                let body = self.connect().await?;
+                self.body = Some((body, SseParser::default()));
+            }
+            let (body, parser) = self.body.as_mut().expect("connected");
+            let chunk = match tokio::time::timeout(STALL, body.next()).await {
+                Err(_) => {
+                    self.body = None;
+                    return Err(End::Retry("the stream went silent".into()));
+                }
+                Ok(None) => {
+                    self.body = None;
+                    return Err(End::Retry("the server closed the stream".into()));
+                }
+                Ok(Some(Err(e))) => {
+                    self.body = None;
+                    return Err(End::Retry(format!(
+                        "the stream broke off: {}",
+                        super::cause_chain(&e)
+                    )));
+                }
+                Ok(Some(Ok(chunk))) => chunk,
+            };
+            for (name, data) in parser.push(&chunk) {
+                let Ok(data) = serde_json::from_str::<Value>(&data) else {
+                    continue;
+                };
+                match name.as_str() {
+                    "ready" => {
+                        if self.after.is_none() {
+                            self.after = data["latest_event_id"].as_i64();
+                        }
+                        self.queue.push_back(Item::Ready(data));
+                    }
+                    "activity" => {
+                        let Some(id) = data["id"].as_i64() else {
+                            continue;
+                        };
+                        if self.after.is_some_and(|a| id <= a) {
+                            continue;
+                        }
+                        self.after = Some(id);
+                        self.queue.push_back(Item::Activity(data));
+                    }
+                    "board" => self.queue.push_back(Item::Board(data)),
+                    "reset" => {
+                        if let Some(resumed) = data["resumed_after"].as_i64() {
+                            eprintln!(
+                                "chatroom {}: the server's history is behind this client's (restored from a backup?); resuming after event {resumed}",
+                                self.kind
+                            );
+                            self.after = Some(resumed);
+                        }
+                    }
+                    "error" => {
+                        self.body = None;
+                        let message = data["error"]["message"].as_str().unwrap_or("stream error");
+                        let code = data["error"]["code"].as_str().unwrap_or("");
+                        return Err(if code == "unauthorized" {
+                            End::Fatal(format!("the server ended the stream: {message}"))
+                        } else {
+                            End::Retry(format!("the server ended the stream: {message}"))
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    async fn connect(&mut self) -> Result<Body, End> {
+        let after = self.after.map_or("now".to_owned(), |a| a.to_string());
+        let mut query = vec![("after", after), ("client", self.kind.to_owned())];
+        if let Some(room) = &self.conn.room {
+            query.push(("room", room.clone()));
+        }
+        let url = format!("{}/v1/stream", self.conn.base);
+        let with_query = reqwest::Url::parse_with_params(&url, &query).map_err(|e| {
+            End::Fatal(format!(
+                "CHATROOM_URL {:?} is not a URL: {e}",
+                self.conn.base
+            ))
+        })?;
+        let response = self
+            .http
+            .get(with_query)
+            .bearer_auth(&self.conn.token)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .map_err(|e| {
+                End::Retry(format!(
+                    "cannot reach {url}: {} (is the server running, is CHATROOM_URL right?)",
+                    super::cause_chain(&e)
+                ))
+            })?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            let body = response.text().await.unwrap_or_default();
+            let message = serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| body.chars().take(200).collect());
+            return Err(match status {
+                401 => End::Fatal(format!(
+                    "the token was refused (HTTP 401: {message}); check CHATROOM_TOKEN"
+                )),
+                403 | 404 | 421 | 400 => End::Fatal(format!("HTTP {status}: {message}")),
+                _ => End::Retry(format!("HTTP {status}: {message}")),
+            });
+        }
+        Ok(Box::pin(response.bytes_stream()))
+    }
+}
+
+/// A reconnect pause that doubles up to 30 s.
+pub struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff(Duration::from_secs(1))
+    }
+}
+
+impl Backoff {
+    pub fn reset(&mut self) {
+        self.0 = Duration::from_secs(1);
+    }
+
+    pub async fn wait(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(Duration::from_secs(30));
+    }
+}
