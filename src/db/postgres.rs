@@ -119,23 +119,23 @@ struct CursorPage {
 /// the page and the cursor consistent even while writers commit.
 ///
 /// Its cost is the page's and the window's, however far behind the cursor
-/// is: the window is one range of the `(room, id)` index with a `LIMIT`,
-/// the page's rows are fetched by primary key, so the plan needs no
+/// is: the window is one range of the `(room, id)` index with a `LIMIT`
+/// (the bounds as scalar subqueries, so they are the index condition and
+/// not a filter), the page's rows are fetched by primary key, so the plan needs no
 /// statistics to be right (a burst the planner has not seen yet changes
 /// nothing; docs/POSTGRES.md shows it).
 const CURSOR_PAGE: &str = "WITH s AS (SELECT c.event_id AS cursor, COALESCE(c.event_id, 0) AS since, \
         (SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1) AS high \
         FROM (SELECT 1) one \
         LEFT JOIN cursors c ON c.room = $1 AND c.agent = $2), \
-     w AS (SELECT e.id, (NOT $3 OR e.actor <> $2) AS shown \
-        FROM events e, s WHERE e.room = $1 AND e.id > s.since AND e.id <= s.high \
+     w AS (SELECT e.id, (NOT $3 OR e.actor <> $2) AS shown FROM events e \
+        WHERE e.room = $1 AND e.id > (SELECT since FROM s) AND e.id <= (SELECT high FROM s) \
         ORDER BY e.id LIMIT $5), \
-     n AS (SELECT id, shown, COUNT(*) FILTER (WHERE shown) OVER (ORDER BY id) AS k FROM w) \
+     n AS (SELECT id, shown, CASE WHEN shown AND COUNT(*) FILTER (WHERE shown) OVER (ORDER BY id) <= $4 \
+        THEN id END AS page_id FROM w) \
      SELECT s.cursor, s.since, s.high, n.id AS wid, n.shown, \
-        p.id, p.room, p.ts, p.kind, p.actor, p.task_id, p.message_id, p.detail \
-     FROM s LEFT JOIN n ON true \
-     LEFT JOIN LATERAL (SELECT e.id, e.room, e.ts, e.kind, e.actor, e.task_id, e.message_id, \
-        e.detail::text AS detail FROM events e WHERE e.id = n.id AND n.shown AND n.k <= $4) p ON true \
+        p.id, p.room, p.ts, p.kind, p.actor, p.task_id, p.message_id, p.detail::text AS detail \
+     FROM s LEFT JOIN n ON true LEFT JOIN events p ON p.id = n.page_id \
      ORDER BY n.id";
 
 /// Reads one page on `db` (the pool, or a transaction holding the cursor).
