@@ -85,7 +85,8 @@ impl Background {
                         let store = core.store.as_ref();
                         let swept = store.prune(crate::clock::now_ms()).await;
                         // Expired OAuth state goes with the same sweep.
-                        match crate::domain::oauth::prune_then(store, swept).await {
+                        let now = core.clock.now_ms();
+                        match crate::domain::oauth::prune_then(store, now, swept).await {
                             Ok(n) if n != Default::default() => tracing::info!(
                                 messages = n.messages,
                                 events = n.events,

@@ -42,6 +42,9 @@ pub struct Config {
     pub oauth_access_ttl: Duration,
     /// How long an OAuth refresh token (and so a grant left unused) lives.
     pub oauth_refresh_ttl: Duration,
+    /// Whether a `client_id` that is an `https` URL is fetched as a client
+    /// ID metadata document (`off`: such apps are told to register).
+    pub oauth_cimd: bool,
     pub max_wait: Duration,
     pub max_file_bytes: usize,
     pub prune: bool,
@@ -113,6 +116,7 @@ pub const VARIABLES: &[&str] = &[
     "CHATROOM_OAUTH",
     "CHATROOM_OAUTH_ACCESS_TTL",
     "CHATROOM_OAUTH_REFRESH_DAYS",
+    "CHATROOM_OAUTH_CIMD",
     "CHATROOM_MQTT_HOST",
     "CHATROOM_MQTT_PORT",
     "CHATROOM_MQTT_USER",
@@ -546,6 +550,7 @@ impl Config {
         let oauth = r.switch("CHATROOM_OAUTH", true);
         let oauth_access_ttl = r.number("CHATROOM_OAUTH_ACCESS_TTL", 3600u64, 1, 7 * 86_400);
         let oauth_refresh_days = r.number("CHATROOM_OAUTH_REFRESH_DAYS", 30u64, 1, 3_650);
+        let oauth_cimd = r.switch("CHATROOM_OAUTH_CIMD", true);
         let max_wait = r.number("CHATROOM_MAX_WAIT_S", 90u64, 1, 3_600);
         let max_file_bytes = r.number("CHATROOM_MAX_FILE_BYTES", 1_048_576usize, 1, 1 << 30);
         let prune = r.switch("CHATROOM_PRUNE", true);
@@ -612,6 +617,7 @@ impl Config {
             oauth,
             oauth_access_ttl: Duration::from_secs(oauth_access_ttl),
             oauth_refresh_ttl: Duration::from_secs(oauth_refresh_days * 86_400),
+            oauth_cimd,
             max_wait: Duration::from_secs(max_wait),
             max_file_bytes,
             prune,

@@ -17,14 +17,18 @@
 //!   with the model they decide on and the storage port (`domain::store`).
 //! - [`auth`]: tokens, the `Caller` extractor, the Host/Origin/bearer layers,
 //!   the failed-auth throttle, and admission (rate limit, audit row).
-//! - [`present`]: every answer's shape (room/agent/event/task JSON, the
-//!   untrusted label, the digest), shared by every surface.
+//! - [`present`]: every answer's shape (room/agent/event/task JSON with each
+//!   task's `can`, the untrusted label, the digest), shared by every surface.
 //! - [`mcp`]: the MCP tools over rmcp's stateless streamable HTTP.
-//! - [`http`]: the REST API, SSE, the dashboard and the admin console.
+//! - [`http`]: the REST API, SSE, the dashboard, the admin console, the
+//!   sign-in pages and the small pages that say where a person is.
+//! - [`assets`]: the embedded web tree (`web/`: shared modules and look,
+//!   dashboard, console, the board app's parts, the pages' style).
 //! - [`mqtt`]: the MQTT bridge.
 //! - [`cli`]: the `chatroom` command line.
 #![forbid(unsafe_code)]
 
+pub mod assets;
 pub mod auth;
 pub mod background;
 pub mod cli;

@@ -30,7 +30,19 @@ pub async fn launch(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let (state, audit_rx) = state(config, shutdown.clone()).await?;
+    launch_at(config, listener, shutdown, crate::clock::Clock::system()).await
+}
+
+/// [`launch`] with the domain deciding at `clock`'s time (tests move it by
+/// hand instead of sleeping).
+pub async fn launch_at(
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    clock: crate::clock::Clock,
+) -> anyhow::Result<()> {
+    let (mut state, audit_rx) = state(config, shutdown.clone()).await?;
+    state.core.clock = clock;
     // Events committed by other replicas of the same database reach this
     // one's bus (no-op on SQLite, which one process serves).
     state
@@ -140,8 +152,39 @@ fn redact_url(url: &str) -> String {
 /// Every route, behind the Host check; bodies are read only behind the
 /// token check of their route ([`body_guard`]).
 pub fn router(state: AppState) -> Router {
+    // CORS only inside the Origin check: an Origin not in
+    // CHATROOM_ALLOWED_ORIGINS still gets its 403, preflight included.
+    let allowed = state.config.allowed_origins.clone();
+    let cors = tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::AllowOrigin::predicate(
+            move |origin, _| {
+                origin
+                    .to_str()
+                    .is_ok_and(|o| crate::auth::hosts::origin_allowed(&allowed, o))
+            },
+        ))
+        .allow_methods([http::Method::GET, http::Method::POST, http::Method::DELETE])
+        .allow_headers([
+            http::header::AUTHORIZATION,
+            http::header::CONTENT_TYPE,
+            http::header::ACCEPT,
+            http::HeaderName::from_static("mcp-protocol-version"),
+            http::HeaderName::from_static("mcp-session-id"),
+            http::HeaderName::from_static("last-event-id"),
+        ])
+        .expose_headers([
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderName::from_static("mcp-session-id"),
+            http::HeaderName::from_static("mcp-protocol-version"),
+        ])
+        .max_age(Duration::from_secs(600));
     let mcp = ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::pages::mcp_in_a_browser,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), origin_guard))
+        .layer(cors)
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .layer(middleware::from_fn_with_state(state.clone(), body_guard))
         .layer(middleware::from_fn(crate::mcp::map_transport_errors))

@@ -198,9 +198,11 @@ fn same_as_unknown(a: &Answer, unknown: &Shape, what: &str) {
     );
 }
 
-/// With `CHATROOM_ADMIN_API` off, the page, its assets and every API route
-/// answer `404` exactly as a path that does not exist, with or without a
-/// whole-server admin token, and nothing changes.
+/// With `CHATROOM_ADMIN_API` off, the assets and every API route answer
+/// `404` exactly as a path that does not exist, with or without a
+/// whole-server admin token, and nothing changes; the page itself is a
+/// `404` that names `CHATROOM_ADMIN_API` on the LAN side, and a bare one,
+/// like an unknown path, from the public side.
 #[tokio::test]
 async fn console_is_404_while_off() {
     let (s, root) = start(|c| c.admin_api = false).await;
@@ -209,6 +211,29 @@ async fn console_is_404_while_off() {
         for (method, path, body) in every_route() {
             let a = c.send(method.clone(), path, body, &[]).await;
             assert_eq!(a.status, 404, "{method} {path} with {token:?}: {}", a.text);
+            if method == Method::GET && path == "/admin" {
+                assert!(
+                    a.text.contains("CHATROOM_ADMIN_API=on"),
+                    "the page says how to turn the console on: {}",
+                    a.text
+                );
+                assert!(
+                    a.headers["content-type"]
+                        .to_str()
+                        .unwrap()
+                        .starts_with("text/html")
+                );
+                assert!(!a.text.contains("lobby"), "the page holds no data");
+                let public = c
+                    .send(Method::GET, path, None, &[("CF-Ray", "8a1b2c3d4e5f-AMS")])
+                    .await;
+                same_as_unknown(
+                    &public,
+                    &unknown_route(&c, "/no-such-page", &[("CF-Ray", "8a1b2c3d4e5f-AMS")]).await,
+                    "/admin from the public side while off",
+                );
+                continue;
+            }
             let probe = if path.starts_with("/v1/") {
                 "/v1/no-such-route"
             } else {
@@ -413,8 +438,8 @@ async fn page_is_a_shell_with_security_headers() {
     assert!(!html.contains("<style"), "no inline style element");
     for (i, chunk) in html.split("<script").enumerate().skip(1) {
         assert!(
-            chunk.starts_with(" src=\"/admin/app.js"),
-            "script #{i} is not the app script"
+            chunk.starts_with(" type=\"module\" src=\"/admin/app.js"),
+            "script #{i} is not the app's module"
         );
     }
     assert!(!has_event_attribute(html), "no inline event handlers");

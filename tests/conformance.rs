@@ -10,8 +10,13 @@
 //! everything else unchanged (Host and Origin included, so the DNS-rebinding
 //! checks reach the server's own guards). No deployment has such a way in.
 //!
+//! The suite's authorization-server scenarios
+//! (`authorization-server-metadata-endpoint`, `authorization-code-grant`)
+//! run against the server's own sign-in, the consent page answered over HTTP
+//! as a person in a browser would, with a connect code.
+//!
 //! `.ci/run` installs Node 22 and the suite and sets `CHATROOM_TEST_NODE22`
-//! and `CHATROOM_TEST_CONFORMANCE`; without them this test fails.
+//! and `CHATROOM_TEST_CONFORMANCE`; without them these tests fail.
 
 mod common;
 
@@ -224,4 +229,167 @@ async fn official_conformance_suite_passes() {
         SCENARIOS.len()
     );
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// The suite's authorization-server scenarios against the server's own
+/// sign-in: discovery metadata, then a whole authorization-code grant with
+/// PKCE through the consent page (answered with a connect code) to a token.
+/// Every check passes (0 failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_server_scenarios_pass() {
+    use tokio::io::AsyncBufReadExt;
+    let node = node22();
+    let suite = required_tool(
+        "CHATROOM_TEST_CONFORMANCE",
+        "the MCP conformance suite (@modelcontextprotocol/conformance)",
+    );
+    let s = TestServer::start().await;
+    s.room("lobby").await;
+    let grant = common::Grant {
+        agent: "conformance".into(),
+        room: "lobby".into(),
+        ..common::Grant::default()
+    };
+    let (connect, _) = chatroom::domain::oauth::mint_connect_code(s.store.as_ref(), grant, 15)
+        .await
+        .expect("a connect code");
+    let connect = connect.expose().to_owned();
+    let port = common::free_port();
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let registered: Value = browser
+        .post(format!("{}/oauth/register", s.url))
+        .json(&serde_json::json!({"client_name": "conformance", "redirect_uris": [redirect], "token_endpoint_auth_method": "none"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let client_id = registered["client_id"].as_str().unwrap().to_owned();
+    let out = tempfile::tempdir().unwrap();
+    let mut summary = Vec::new();
+    let mut failed = Vec::new();
+    // One run of both: the grant scenario reads the metadata scenario's
+    // answer, so they cannot run apart.
+    for scenario in ["authorization-server-metadata-endpoint+authorization-code-grant"] {
+        let dir = out.path().join(scenario);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut child = tokio::process::Command::new(&node)
+            .arg(&suite)
+            .args(["authorization", "--url", &s.url])
+            .args(["--client-id", &client_id, "--port", &port.to_string()])
+            .args(["--resource", &format!("{}/mcp", s.url)])
+            .arg("-o")
+            .arg(&dir)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("run the conformance suite");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut printed = String::new();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            printed.push_str(&line);
+            printed.push('\n');
+            let line = line.trim();
+            if !line.starts_with(&format!("{}/oauth/authorize?", s.url)) {
+                continue;
+            }
+            // The person at the browser: open the page, type the code,
+            // approve, and follow the redirect to the suite's callback.
+            let page = browser.get(line).send().await.unwrap();
+            assert_eq!(page.status(), 200);
+            let mut form = common::consent::hidden_fields(&page.text().await.unwrap());
+            form.push(("connect_code".into(), connect.clone()));
+            form.push(("decision".into(), "approve".into()));
+            let body = url::form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(form.iter())
+                .finish();
+            let approved = browser
+                .post(format!("{}/oauth/authorize", s.url))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(approved.status(), 303);
+            let location = approved.headers()["location"].to_str().unwrap().to_owned();
+            // The suite prints the page's address before its callback
+            // listener is up: follow the redirect once the port listens.
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the suite's callback never listened on port {port}:\n{printed}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            browser
+                .get(location)
+                .send()
+                .await
+                .expect("the suite's callback answers");
+        }
+        let status = child.wait().await.unwrap();
+        let mut found = Vec::new();
+        let mut dirs = vec![dir];
+        while let Some(d) = dirs.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.file_name().is_some_and(|n| n == "checks.json") {
+                    let v: Value =
+                        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+                    found.extend(v.as_array().cloned().unwrap_or_default());
+                }
+            }
+        }
+        assert!(!found.is_empty(), "{scenario}: no check ran:\n{printed}");
+        for c in &found {
+            let line = format!(
+                "{scenario}: {} {}",
+                c["id"].as_str().unwrap_or("?"),
+                c["status"].as_str().unwrap_or("?")
+            );
+            if c["status"] != "SUCCESS" {
+                failed.push(format!(
+                    "{line} {}\n{printed}",
+                    c["errorMessage"].as_str().unwrap_or("")
+                ));
+            }
+            summary.push(line);
+        }
+        assert!(
+            status.success(),
+            "{scenario}: the suite exited with {status}:\n{printed}"
+        );
+    }
+    println!("authorization-server conformance: {summary:?}");
+    for id in [
+        "authorization-server-metadata",
+        "authorization-server-metadata-cimd",
+        "authorization-code-grant",
+    ] {
+        assert!(
+            summary
+                .iter()
+                .any(|l| l.contains(&format!(" {id} SUCCESS"))),
+            "{id}: {summary:?}"
+        );
+    }
+    assert!(
+        failed.is_empty(),
+        "{} failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }

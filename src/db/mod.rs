@@ -302,6 +302,10 @@ pub const TABLES: &[Table] = {
                 ("skills", List),
                 ("created_ts", Int),
                 ("revoked_ts", Int),
+                ("refresh_hash", Text),
+                ("refresh_prev_hash", Text),
+                ("refresh_rotated_ts", Int),
+                ("refresh_expires_ts", Int),
             ],
         },
         Table {
@@ -318,6 +322,7 @@ pub const TABLES: &[Table] = {
                 ("created_ts", Int),
                 ("expires_ts", Int),
                 ("used_ts", Int),
+                ("redirect_uri_given", Bool),
             ],
         },
         Table {

@@ -35,7 +35,7 @@ use super::*;
 use crate::domain::EventBus;
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
-    OAuthTokenRecord,
+    OAuthTokenRecord, Rotation,
 };
 use crate::error::Error;
 
@@ -508,6 +508,16 @@ async fn prune_room(conn: &mut PgConnection, room: &str, cutoff: i64) -> Result<
     })
 }
 
+// Who holds a room's membership: every token and every OAuth grant (an app
+// signed in with a connect code is an agent like a token's), one rule for
+// the member list and the mention index.
+macro_rules! credentials {
+    () => {
+        "(SELECT agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, revoked_ts, created_ts FROM tokens \
+         UNION ALL SELECT agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, revoked_ts, created_ts FROM oauth_grants)"
+    };
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     async fn health(&self) -> Result<()> {
@@ -747,15 +757,15 @@ impl Store for PostgresStore {
     async fn members(&self, room: &str) -> Result<Vec<Member>> {
         // One line per agent; the skills are those of the agent's newest
         // token that reaches the room.
-        let rows = sqlx::query(
-            "WITH m AS (SELECT t.* FROM tokens t WHERE t.revoked_ts IS NULL AND (t.room = $1 \
+        let rows = sqlx::query(concat!(
+            "WITH m AS (SELECT t.* FROM ", credentials!(), " t WHERE t.revoked_ts IS NULL AND (t.room = $1 \
                 OR $1 = ANY(t.also_rooms) \
                 OR (t.all_rooms AND EXISTS (SELECT 1 FROM presence p WHERE p.room = $1 AND p.agent = t.agent)))) \
              SELECT m.agent, bool_or(m.lead) AS lead, bool_and(m.readonly) AS readonly, bool_or(m.admin) AS admin, \
-             (SELECT m2.skills FROM m m2 WHERE m2.agent = m.agent ORDER BY m2.id DESC LIMIT 1) AS skills, \
+             (SELECT m2.skills FROM m m2 WHERE m2.agent = m.agent ORDER BY m2.created_ts DESC LIMIT 1) AS skills, \
              (SELECT p.last_seen_ts FROM presence p WHERE p.room = $1 AND p.agent = m.agent) AS last_seen \
              FROM m GROUP BY m.agent ORDER BY m.agent COLLATE \"C\"",
-        )
+        ))
         .bind(room)
         .fetch_all(&self.pool)
         .await?;
@@ -773,10 +783,11 @@ impl Store for PostgresStore {
     }
 
     async fn room_agents(&self, room: &str) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT DISTINCT lower(t.agent) FROM tokens t \
-             WHERE t.revoked_ts IS NULL AND (t.room = $1 OR t.all_rooms OR $1 = ANY(t.also_rooms))",
-        )
+        Ok(sqlx::query_scalar(concat!(
+            "SELECT DISTINCT lower(t.agent) FROM ",
+            credentials!(),
+            " t WHERE t.revoked_ts IS NULL AND (t.room = $1 OR t.all_rooms OR $1 = ANY(t.also_rooms))",
+        ))
         .bind(room)
         .fetch_all(&self.pool)
         .await?)
@@ -1661,14 +1672,17 @@ impl Store for PostgresStore {
     }
 
     // OAuth: see `postgres/oauth.rs`.
-    async fn oauth_insert_client(&self, client: &OAuthClient) -> Result<()> {
-        self.oauth_insert_client_impl(client).await
+    async fn oauth_insert_client(
+        &self,
+        client: &OAuthClient,
+        max: i64,
+        unused_before: i64,
+    ) -> Result<bool> {
+        self.oauth_insert_client_impl(client, max, unused_before)
+            .await
     }
     async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
         self.oauth_client_impl(client_id).await
-    }
-    async fn oauth_count_clients(&self) -> Result<i64> {
-        self.oauth_count_clients_impl().await
     }
     async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
         self.oauth_insert_connect_code_impl(code).await
@@ -1693,8 +1707,14 @@ impl Store for PostgresStore {
     async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
         self.oauth_token_impl(hash).await
     }
-    async fn oauth_spend_token(&self, hash: &str, now: i64) -> Result<bool> {
-        self.oauth_spend_token_impl(hash, now).await
+    async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
+        self.oauth_grant_by_refresh_impl(hash).await
+    }
+    async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
+        self.oauth_grant_impl(id).await
+    }
+    async fn oauth_rotate_refresh(&self, rotation: &Rotation) -> Result<bool> {
+        self.oauth_rotate_refresh_impl(rotation).await
     }
     async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
         self.oauth_revoke_grant_impl(grant_id, now).await

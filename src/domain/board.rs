@@ -7,8 +7,10 @@
 //! again on the task as it now is: so of any number of concurrent claimants
 //! exactly one wins, and the losers are told who holds the task.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::auth::Caller;
 use crate::domain::model::{
     EventKind, Mention, NewTask, Note, Record, SERVER_ACTOR, SearchHit, Status, Task, TaskChange,
     TaskQuery,
@@ -115,13 +117,18 @@ pub struct Roles {
 }
 
 impl Roles {
-    pub fn of(call: &Call, task: &Task) -> Roles {
+    pub fn of(caller: &Caller, task: &Task) -> Roles {
         Roles {
-            holder: task.holder() == Some(call.agent.as_str()),
-            creator: task.created_by == call.agent,
-            lead: call.lead,
-            admin: call.admin,
+            holder: task.holder() == Some(caller.agent.as_str()),
+            creator: task.created_by == caller.agent,
+            lead: caller.lead,
+            admin: caller.admin,
         }
+    }
+
+    /// Whether the caller may edit the task at all (its status or body).
+    fn editor(self) -> bool {
+        self.holder || self.creator || self.lead || self.admin
     }
 }
 
@@ -174,7 +181,7 @@ pub fn transition(
             let who_ok = if to == Cancelled {
                 roles.creator || roles.lead || roles.admin
             } else {
-                roles.holder || roles.creator || roles.lead || roles.admin
+                roles.editor()
             };
             if to == InReview && !needs_review {
                 return Err(Refusal::State(
@@ -246,6 +253,133 @@ fn action_name(action: Action) -> &'static str {
     }
 }
 
+/// Why `caller` may not claim `task` as it is, or `None` when the claim
+/// goes through: the transition table, then the holder, the assignment,
+/// the required skill and the dependencies.
+fn claim_refusal(caller: &Caller, task: &Task) -> Option<String> {
+    if task.holder() == Some(caller.agent.as_str()) {
+        return Some(format!(
+            "already held by {} (you): you already hold this task",
+            caller.agent
+        ));
+    }
+    if let Some(holder) = task.holder() {
+        return Some(format!("already held by {holder}"));
+    }
+    if let Err(r) = transition(
+        Action::Claim,
+        task.status,
+        Roles::of(caller, task),
+        task.needs_review,
+    ) {
+        return Some(r.message().to_owned());
+    }
+    if let Some(a) = &task.assignee
+        && *a != caller.agent
+    {
+        return Some(format!("assigned to {a}"));
+    }
+    if let Some(skill) = &task.required_skill
+        && !has_skill(caller, skill)
+    {
+        return Some(format!("requires skill {skill:?}, which this token lacks"));
+    }
+    if !task.blocked_by_unfinished.is_empty() {
+        return Some(format!(
+            "blocked by unfinished dependencies {:?}",
+            task.blocked_by_unfinished
+        ));
+    }
+    None
+}
+
+/// Whether a task's body may change: by its holder, creator, a lead or an
+/// admin, while it is not final.
+fn body_edit(roles: Roles, status: Status) -> Result<()> {
+    if !roles.editor() {
+        return Err(Error::forbidden(
+            "only its holder, its creator, a lead or an admin may edit a task's body",
+        ));
+    }
+    if status.is_final() {
+        return Err(Error::conflict(format!(
+            "the task is {}; its body can no longer change",
+            status.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// An action on a task as `can` names it, with the tool that takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Can {
+    /// `claim_task`.
+    Claim,
+    /// `release_task`.
+    Release,
+    /// `add_note` (and `update_task` with only a `note`).
+    Note,
+    /// `update_task` with a `status` or a `body` (at least the body: a
+    /// task in review takes body edits but no status change).
+    Update,
+    /// `submit_result`.
+    Submit,
+    /// `review_task`, to approve or to reject.
+    Review,
+    /// `cancel_task` (and `update_task` to `cancelled`).
+    Cancel,
+}
+
+impl Can {
+    pub const ALL: [Can; 7] = [
+        Can::Claim,
+        Can::Release,
+        Can::Note,
+        Can::Update,
+        Can::Submit,
+        Can::Review,
+        Can::Cancel,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Can::Claim => "claim",
+            Can::Release => "release",
+            Can::Note => "note",
+            Can::Update => "update",
+            Can::Submit => "submit",
+            Can::Review => "review",
+            Can::Cancel => "cancel",
+        }
+    }
+}
+
+/// The actions `caller` may take on `task` as it is: each one listed, the
+/// tool accepts; each one left out, it refuses. Decided by the checks the
+/// tools run ([`transition`], the claim's and the body edit's own), so the
+/// pages that offer buttons keep no rules of their own. A read-only token
+/// may take none.
+pub fn allowed(caller: &Caller, task: &Task) -> Vec<Can> {
+    if caller.readonly {
+        return Vec::new();
+    }
+    let roles = Roles::of(caller, task);
+    let moves = |action| transition(action, task.status, roles, task.needs_review).is_ok();
+    Can::ALL
+        .into_iter()
+        .filter(|can| match can {
+            Can::Claim => claim_refusal(caller, task).is_none(),
+            Can::Release => moves(Action::Release),
+            Can::Note => true,
+            Can::Update => body_edit(roles, task.status).is_ok(),
+            Can::Submit => moves(Action::Submit),
+            Can::Review => moves(Action::Review { approve: true }),
+            Can::Cancel => moves(Action::Cancel),
+        })
+        .collect()
+}
+
 /// Parses a priority; `normal` when absent.
 pub fn parse_priority(p: Option<&str>) -> Result<String> {
     match p.unwrap_or("normal") {
@@ -295,8 +429,8 @@ enum Decision {
     Refuse(String),
 }
 
-fn has_skill(call: &Call, skill: &str) -> bool {
-    call.skills.iter().any(|s| s.eq_ignore_ascii_case(skill))
+fn has_skill(caller: &Caller, skill: &str) -> bool {
+    caller.skills.iter().any(|s| s.eq_ignore_ascii_case(skill))
 }
 
 impl Core {
@@ -561,40 +695,8 @@ impl Core {
         }
         self.change_task(call, &room, id, true, |task, record| {
             let now = record.now;
-            if task.holder() == Some(call.agent.as_str()) {
-                return Ok(Decision::Refuse(format!(
-                    "already held by {} (you): you already hold this task",
-                    call.agent
-                )));
-            }
-            if let Some(holder) = task.holder() {
-                return Ok(Decision::Refuse(format!("already held by {holder}")));
-            }
-            if let Err(r) = transition(
-                Action::Claim,
-                task.status,
-                Roles::of(call, task),
-                task.needs_review,
-            ) {
-                return Ok(Decision::Refuse(r.message().to_owned()));
-            }
-            if let Some(a) = &task.assignee
-                && *a != call.agent
-            {
-                return Ok(Decision::Refuse(format!("assigned to {a}")));
-            }
-            if let Some(skill) = &task.required_skill
-                && !has_skill(call, skill)
-            {
-                return Ok(Decision::Refuse(format!(
-                    "requires skill {skill:?}, which this token lacks"
-                )));
-            }
-            if !task.blocked_by_unfinished.is_empty() {
-                return Ok(Decision::Refuse(format!(
-                    "blocked by unfinished dependencies {:?}",
-                    task.blocked_by_unfinished
-                )));
+            if let Some(reason) = claim_refusal(call, task) {
+                return Ok(Decision::Refuse(reason));
             }
             let mut change = TaskChange::from(task, record).to(Status::InProgress);
             change.assignee = Some(call.agent.clone());
@@ -656,17 +758,7 @@ impl Core {
                     detail["from"] = json!(task.status);
                 }
                 if let Some(body) = &req.body {
-                    if !(roles.holder || roles.creator || roles.lead || roles.admin) {
-                        return Err(Error::forbidden(
-                            "only its holder, its creator, a lead or an admin may edit a task's body",
-                        ));
-                    }
-                    if task.status.is_final() {
-                        return Err(Error::conflict(format!(
-                            "the task is {}; its body can no longer change",
-                            task.status.as_str()
-                        )));
-                    }
+                    body_edit(roles, task.status)?;
                     change.body = body.clone();
                     detail["body_changed"] = json!(true);
                 }

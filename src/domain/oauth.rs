@@ -11,8 +11,10 @@
 //!    one-use authorization code bound to the client, redirect URI and PKCE
 //!    challenge ([`approve`]).
 //! 3. The app redeems the authorization code for an access and a refresh
-//!    token ([`exchange_code`]); refresh tokens rotate on every use and a
-//!    replayed one revokes the grant ([`refresh`]).
+//!    token ([`exchange_code`]); refresh tokens rotate on every use, the one
+//!    just replaced gets the same answer for 30 s, and any other spent one
+//!    revokes the grant ([`refresh`]). A grant's refresh token lives on the
+//!    grant's own row, so storage does not grow with refreshes.
 //! 4. An access token resolves to the same [`Caller`] as a `cr_` token with
 //!    the grant's agent, rooms and flags ([`verify_access`]); revoking the
 //!    agent revokes its grants with its tokens.
@@ -51,10 +53,17 @@ pub const CONNECT_PREFIX: &str = "crc-";
 pub const SCOPE: &str = "chatroom";
 /// How long an authorization code may wait for its exchange.
 pub const AUTH_CODE_TTL_MS: i64 = 10 * 60_000;
-/// How long a registration that never completed an authorization is kept.
-pub const UNUSED_CLIENT_TTL_MS: i64 = 86_400_000;
-/// How many registered clients may exist at once.
+/// How long a registration that never completed an authorization is kept:
+/// long enough to find the connect code and type it, short enough that a
+/// flood of registrations drains by itself.
+pub const UNUSED_CLIENT_TTL_MS: i64 = 3_600_000;
+/// How many registered clients may exist at once. When the store is full,
+/// the oldest unused registration makes room for a new one.
 pub const MAX_CLIENTS: i64 = 5_000;
+/// How long after its rotation a refresh token presented again gets the
+/// same answer (a retry after a lost answer, two tabs at once) instead of
+/// ending the grant.
+pub const REFRESH_GRACE_MS: i64 = 30_000;
 /// Connect-code lifetimes allowed (minutes).
 pub const CONNECT_TTL_MINUTES: std::ops::RangeInclusive<i64> = 1..=7 * 24 * 60;
 /// The letters of connect codes: Crockford's base32, lower case (no i, l, o,
@@ -120,6 +129,38 @@ pub struct GrantRecord {
     pub created_ts: i64,
     #[serde(with = "crate::clock::ts_opt")]
     pub revoked_ts: Option<i64>,
+    /// The grant's refresh-token chain (never shown).
+    #[serde(skip)]
+    pub refresh: RefreshChain,
+}
+
+/// A grant's refresh token as stored on the grant: one row per grant,
+/// however often it refreshes (see [`refresh`]).
+#[derive(Debug, Clone, Default)]
+pub struct RefreshChain {
+    /// SHA-256 of the live refresh token (none before the code exchange).
+    pub hash: Option<String>,
+    /// SHA-256 of the token the live one replaced.
+    pub prev_hash: Option<String>,
+    /// When the live one replaced it.
+    pub rotated_ts: Option<i64>,
+    /// When the live one expires.
+    pub expires_ts: Option<i64>,
+}
+
+/// A refresh-token rotation to store in one transaction: the grant's live
+/// token changes from `old_hash` (`None`: the grant has none yet) to
+/// `new_hash`, and `access` is issued with it. It happens only if the live
+/// token is still `old_hash`, so of two rotations racing on any replicas
+/// one wins.
+#[derive(Debug, Clone)]
+pub struct Rotation {
+    pub grant_id: i64,
+    pub old_hash: Option<String>,
+    pub new_hash: String,
+    pub expires_ts: i64,
+    pub access: NewOAuthToken,
+    pub now: i64,
 }
 
 impl GrantRecord {
@@ -151,6 +192,9 @@ pub struct NewAuthCode {
     pub code_challenge: String,
     pub resource: Option<String>,
     pub expires_ts: i64,
+    /// Whether the authorization request named `redirect_uri` (then the
+    /// token request must name it again).
+    pub redirect_uri_given: bool,
 }
 
 /// A stored authorization code.
@@ -159,6 +203,7 @@ pub struct AuthCode {
     pub grant_id: i64,
     pub client_id: String,
     pub redirect_uri: String,
+    pub redirect_uri_given: bool,
     pub code_challenge: String,
     pub resource: Option<String>,
     pub expires_ts: i64,
@@ -176,17 +221,17 @@ pub enum CodeTake {
     Unknown,
 }
 
-/// An access or refresh token to store.
+/// An access token to store (refresh tokens live on their grant).
 #[derive(Debug, Clone)]
 pub struct NewOAuthToken {
     pub hash: String,
     pub grant_id: i64,
-    /// `access` or `refresh`.
+    /// `access`.
     pub kind: &'static str,
     pub expires_ts: i64,
 }
 
-/// A stored access or refresh token.
+/// A stored access token.
 #[derive(Debug, Clone)]
 pub struct OAuthTokenRecord {
     pub grant_id: i64,
@@ -398,6 +443,10 @@ pub struct ClientInfo {
     pub secret_hash: Option<String>,
     /// Whether it was registered here (else a metadata document).
     pub registered: bool,
+    /// Whether the owner approved a sign-in of it before (with a connect
+    /// code): only then are errors sent back to its redirect URI without
+    /// anyone's action (RFC 9700 §4.11.2); anyone can register a client.
+    pub approved_before: bool,
 }
 
 impl From<OAuthClient> for ClientInfo {
@@ -408,6 +457,7 @@ impl From<OAuthClient> for ClientInfo {
             redirect_uris: c.redirect_uris,
             secret_hash: c.secret_hash,
             registered: true,
+            approved_before: c.used_ts.is_some(),
         }
     }
 }
@@ -454,9 +504,38 @@ pub fn is_loopback_host(host: &url::Host<&str>) -> bool {
     }
 }
 
-/// Checks one redirect URI: absolute, no fragment, `https`, or `http` on a
-/// loopback host (RFC 8252 §7.3, OAuth 2.1 §2.3.1).
-pub fn check_redirect_uri(uri: &str) -> std::result::Result<(), String> {
+/// Schemes never accepted as a redirect URI: they run code, read local
+/// files or stay inside the browser (`http` is allowed on loopback only).
+const REFUSED_SCHEMES: &[&str] = &[
+    "javascript",
+    "data",
+    "file",
+    "vbscript",
+    "about",
+    "blob",
+    "filesystem",
+    "view-source",
+    "ws",
+    "wss",
+    "ftp",
+];
+
+/// What kind of address a redirect URI is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedirectKind {
+    /// `https` anywhere.
+    Https,
+    /// `http` on `localhost`, `127.0.0.1` or `[::1]` (RFC 8252 §7.3).
+    Loopback,
+    /// A native app's own scheme (`cursor://…`, `com.example.app:/cb`,
+    /// RFC 8252 §7.1), opened by the app that claims it on the device.
+    PrivateUse,
+}
+
+/// Checks one redirect URI: absolute, no fragment or credentials, and
+/// `https`, `http` on a loopback host, or a native app's private-use scheme;
+/// never `javascript:`, `data:`, `file:` and the like, nor `http` elsewhere.
+pub fn check_redirect_uri(uri: &str) -> std::result::Result<RedirectKind, String> {
     if uri.len() > MAX_URI_LEN {
         return Err(format!(
             "a redirect URI is longer than {MAX_URI_LEN} characters"
@@ -470,24 +549,66 @@ pub fn check_redirect_uri(uri: &str) -> std::result::Result<(), String> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err("a redirect URI must not hold credentials".into());
     }
-    let Some(host) = url.host() else {
-        return Err("a redirect URI needs a host".into());
-    };
-    match url.scheme() {
-        "https" => Ok(()),
-        "http" if is_loopback_host(&host) => Ok(()),
-        _ => Err(
-            "a redirect URI must use https, or http on a loopback host (localhost, 127.0.0.1, [::1])"
+    let scheme = url.scheme();
+    if REFUSED_SCHEMES.contains(&scheme) {
+        return Err(format!("a redirect URI may not use the {scheme}: scheme"));
+    }
+    match (scheme, url.host()) {
+        ("https", Some(_)) => Ok(RedirectKind::Https),
+        ("http", Some(host)) if is_loopback_host(&host) => Ok(RedirectKind::Loopback),
+        ("https" | "http", _) => Err(
+            "a redirect URI must use https, http on a loopback host (localhost, 127.0.0.1, [::1]), \
+             or a native app's own scheme"
                 .into(),
         ),
+        _ => Ok(RedirectKind::PrivateUse),
+    }
+}
+
+/// Whether the redirect URI an app asked for matches one it registered:
+/// the same string, or, for loopback `http`, the same but for the port
+/// (RFC 8252 §7.3: a native app listens on whatever port it could open).
+pub fn redirect_matches(registered: &str, asked: &str) -> bool {
+    if registered == asked {
+        return true;
+    }
+    let (Ok(r), Ok(a)) = (url::Url::parse(registered), url::Url::parse(asked)) else {
+        return false;
+    };
+    let loopback =
+        |u: &url::Url| u.scheme() == "http" && u.host().is_some_and(|h| is_loopback_host(&h));
+    loopback(&r)
+        && loopback(&a)
+        && r.host_str() == a.host_str()
+        && r.path() == a.path()
+        && r.query() == a.query()
+}
+
+/// Where a redirect URI sends the person, as the consent page says it: the
+/// host (and port) of a web or loopback address, or the scheme of a native
+/// app's (`cursor:`).
+pub fn return_address(uri: &str) -> String {
+    let Ok(u) = url::Url::parse(uri) else {
+        return String::new();
+    };
+    match (u.scheme(), u.host_str()) {
+        ("http" | "https", Some(h)) => match u.port() {
+            Some(p) => format!("{h}:{p}"),
+            None => h.to_owned(),
+        },
+        (scheme, _) => format!("{scheme}:"),
     }
 }
 
 /// Registers a client (RFC 7591). Bad metadata gets `invalid_redirect_uri`
-/// or `invalid_client_metadata`; a full registry `temporarily_unavailable`.
+/// or `invalid_client_metadata`; a store full of clients that all signed
+/// in `temporarily_unavailable`. A client with a private-use redirect URI
+/// is a native app and so a public client (RFC 8252 §8.4): it is
+/// registered without a secret, PKCE being what protects its codes.
 pub async fn register(
     store: &dyn Store,
     req: RegistrationRequest,
+    now: i64,
 ) -> std::result::Result<Registered, OAuthError> {
     let bad_uri = |d: String| OAuthError::new(400, "invalid_redirect_uri", d);
     let bad_meta = |d: &str| OAuthError::new(400, "invalid_client_metadata", d);
@@ -500,11 +621,12 @@ pub async fn register(
         )));
     }
     let mut redirect_uris = Vec::with_capacity(uris.len());
+    let mut native = false;
     for uri in uris {
         let uri = uri
             .as_str()
             .ok_or_else(|| bad_uri("every redirect URI must be a string".into()))?;
-        check_redirect_uri(uri).map_err(bad_uri)?;
+        native |= check_redirect_uri(uri).map_err(bad_uri)? == RedirectKind::PrivateUse;
         if !redirect_uris.iter().any(|u| u == uri) {
             redirect_uris.push(uri.to_owned());
         }
@@ -523,7 +645,7 @@ pub async fn register(
         Some(_) => return Err(bad_meta("client_name must be a string")),
     };
     // RFC 7591 §2: the default method is client_secret_basic.
-    let auth_method = match req.token_endpoint_auth_method {
+    let asked_method = match req.token_endpoint_auth_method {
         None | Some(serde_json::Value::Null) => "client_secret_basic".to_owned(),
         Some(serde_json::Value::String(m))
             if ["none", "client_secret_post", "client_secret_basic"].contains(&m.as_str()) =>
@@ -535,6 +657,12 @@ pub async fn register(
                 "token_endpoint_auth_method must be none, client_secret_post or client_secret_basic",
             ));
         }
+    };
+    // RFC 7591 §3.2.1: the server may replace a requested value.
+    let auth_method = if native {
+        "none".to_owned()
+    } else {
+        asked_method
     };
     for grant_type in req.grant_types.unwrap_or_default() {
         if !matches!(
@@ -551,15 +679,6 @@ pub async fn register(
             return Err(bad_meta("response_types may hold only code"));
         }
     }
-    let now = now_ms();
-    store.oauth_prune(now).await?;
-    if store.oauth_count_clients().await? >= MAX_CLIENTS {
-        return Err(OAuthError::new(
-            503,
-            "temporarily_unavailable",
-            "too many registered clients; unused ones are forgotten after a day",
-        ));
-    }
     let client_id = format!(
         "{CLIENT_PREFIX}{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<16>())
@@ -574,7 +693,16 @@ pub async fn register(
         created_ts: now,
         used_ts: None,
     };
-    store.oauth_insert_client(&client).await?;
+    if !store
+        .oauth_insert_client(&client, MAX_CLIENTS, now - UNUSED_CLIENT_TTL_MS)
+        .await?
+    {
+        return Err(OAuthError::new(
+            503,
+            "temporarily_unavailable",
+            "the server holds as many signed-in apps as it can; the owner can revoke unused ones",
+        ));
+    }
     Ok(Registered {
         client_id,
         client_secret_expires_at: secret.as_ref().map(|_| 0),
@@ -637,6 +765,17 @@ pub fn pkce_matches(verifier: &str, challenge: &str) -> bool {
 
 // ---------------------------------------------------------------- approval
 
+/// What an approval binds the authorization code to.
+#[derive(Debug, Clone, Copy)]
+pub struct Approval<'a> {
+    pub redirect_uri: &'a str,
+    /// Whether the request named `redirect_uri` (else it is the one the
+    /// client registered).
+    pub redirect_uri_given: bool,
+    pub code_challenge: &'a str,
+    pub resource: Option<&'a str>,
+}
+
 /// Approves an authorization with a connect code: spends the code, creates
 /// the grant and an authorization code in one transaction. `Ok(None)` for a
 /// code that is wrong, used or expired (the caller counts the failure).
@@ -644,21 +783,20 @@ pub async fn approve(
     store: &dyn Store,
     client: &ClientInfo,
     typed_code: &str,
-    redirect_uri: &str,
-    code_challenge: &str,
-    resource: Option<&str>,
+    asked: Approval<'_>,
+    now: i64,
 ) -> Result<Option<Secret>> {
     let Some(code) = normalize_connect_code(typed_code) else {
         return Ok(None);
     };
     let auth_code = mint_secret(AUTH_CODE_PREFIX);
-    let now = now_ms();
     let new = NewAuthCode {
         hash: hash(auth_code.expose()),
         client_id: client.client_id.clone(),
-        redirect_uri: redirect_uri.to_owned(),
-        code_challenge: code_challenge.to_owned(),
-        resource: resource.map(str::to_owned),
+        redirect_uri: asked.redirect_uri.to_owned(),
+        redirect_uri_given: asked.redirect_uri_given,
+        code_challenge: asked.code_challenge.to_owned(),
+        resource: asked.resource.map(str::to_owned),
         expires_ts: now + AUTH_CODE_TTL_MS,
     };
     let grant = store
@@ -685,38 +823,98 @@ pub struct TokenResponse {
     pub scope: &'static str,
 }
 
-/// Issues a fresh access and refresh token for `grant_id`.
-async fn issue(
-    store: &dyn Store,
+/// The server's key that tags refresh tokens and derives their successors
+/// (stored in the database, so every replica has it).
+pub async fn refresh_key(store: &dyn Store) -> Result<Vec<u8>> {
+    let hex_key = store.oauth_key("refresh_tag", &fresh_key()).await?;
+    hex::decode(hex_key).map_err(Error::internal)
+}
+
+/// Bytes of a refresh token after its prefix: the grant id, a nonce, a tag.
+const REFRESH_BODY: usize = 8 + 32 + 16;
+
+fn mac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    let mut m =
+        <hmac::Hmac<Sha256> as hmac::KeyInit>::new_from_slice(key).expect("HMAC takes any key");
+    for p in parts {
+        hmac::Mac::update(&mut m, &(p.len() as u64).to_be_bytes());
+        hmac::Mac::update(&mut m, p);
+    }
+    hmac::Mac::finalize(m).into_bytes().into()
+}
+
+/// A refresh token of grant `grant_id`: `crr_` and, in URL-safe base64, the
+/// grant id, a nonce and a tag only this server can make. The tag lets a
+/// spent token be recognised as one of the grant's, however old, without a
+/// row kept for it.
+fn refresh_token(key: &[u8], grant_id: i64, nonce: &[u8; 32]) -> Secret {
+    let id = grant_id.to_be_bytes();
+    let tag = mac(key, &[b"refresh", &id, nonce]);
+    let mut body = Vec::with_capacity(REFRESH_BODY);
+    body.extend_from_slice(&id);
+    body.extend_from_slice(nonce);
+    body.extend_from_slice(&tag[..16]);
+    Secret::new(format!(
+        "{REFRESH_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(body)
+    ))
+}
+
+/// The grant a refresh token was made for, if its tag is this server's.
+/// (Tokens issued before tags existed have none: `None`.)
+fn tagged_grant(key: &[u8], raw: &str) -> Option<i64> {
+    let body = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(raw.strip_prefix(REFRESH_PREFIX)?)
+        .ok()?;
+    if body.len() != REFRESH_BODY {
+        return None;
+    }
+    let id: [u8; 8] = body[..8].try_into().ok()?;
+    let tag = mac(key, &[b"refresh", &id, &body[8..40]]);
+    bool::from(tag[..16].ct_eq(&body[40..])).then(|| i64::from_be_bytes(id))
+}
+
+/// The token that replaces `raw` in grant `grant_id`'s chain. Derived from
+/// `raw` under the server's key, so a retry with the same token gets the
+/// same successor without the successor ever being stored.
+fn successor(key: &[u8], grant_id: i64, raw: &str) -> Secret {
+    refresh_token(key, grant_id, &mac(key, &[b"successor", raw.as_bytes()]))
+}
+
+/// A fresh access token of `grant_id` and its answer with `refresh`.
+fn access_for(
     grant_id: i64,
+    refresh: &Secret,
     life: Lifetimes,
     now: i64,
-) -> Result<TokenResponse> {
+) -> (NewOAuthToken, TokenResponse) {
     let access = mint_secret(ACCESS_PREFIX);
-    let refresh = mint_secret(REFRESH_PREFIX);
-    store
-        .oauth_insert_tokens(&[
-            NewOAuthToken {
-                hash: hash(access.expose()),
-                grant_id,
-                kind: "access",
-                expires_ts: now + life.access_ms,
-            },
-            NewOAuthToken {
-                hash: hash(refresh.expose()),
-                grant_id,
-                kind: "refresh",
-                expires_ts: now + life.refresh_ms,
-            },
-        ])
-        .await?;
-    Ok(TokenResponse {
+    let row = NewOAuthToken {
+        hash: hash(access.expose()),
+        grant_id,
+        kind: "access",
+        expires_ts: now + life.access_ms,
+    };
+    let answer = TokenResponse {
         access_token: access.expose().to_owned(),
         token_type: "Bearer",
         expires_in: life.access_ms / 1000,
         refresh_token: refresh.expose().to_owned(),
         scope: SCOPE,
-    })
+    };
+    (row, answer)
+}
+
+/// What every token-endpoint decision needs besides the request: the
+/// store, the server's refresh key, the resources this server answers to,
+/// the lifetimes and the time.
+#[derive(Clone, Copy)]
+pub struct TokenEndpoint<'a> {
+    pub store: &'a dyn Store,
+    pub key: &'a [u8],
+    pub resources: &'a [String],
+    pub life: Lifetimes,
+    pub now: i64,
 }
 
 /// What an `authorization_code` token request presents.
@@ -729,15 +927,21 @@ pub struct CodeExchange<'a> {
 }
 
 /// The `authorization_code` grant: one use, unexpired, the same client and
-/// redirect URI, the PKCE verifier, and the same resource when one is named.
-/// A replayed code revokes the grant it created (RFC 6749 §4.1.2).
+/// redirect URI (required again when the authorization request named one,
+/// RFC 6749 §4.1.3), the PKCE verifier, and the same resource when one is
+/// named. A replayed code revokes the grant it created (RFC 6749 §4.1.2).
 pub async fn exchange_code(
-    store: &dyn Store,
+    at: TokenEndpoint<'_>,
     client: &ClientInfo,
     asked: CodeExchange<'_>,
-    our_resource: &str,
-    life: Lifetimes,
 ) -> std::result::Result<TokenResponse, OAuthError> {
+    let TokenEndpoint {
+        store,
+        key,
+        resources: our_resources,
+        life,
+        now,
+    } = at;
     let CodeExchange {
         code,
         redirect_uri,
@@ -746,21 +950,12 @@ pub async fn exchange_code(
     } = asked;
     let verifier = verifier
         .ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE S256)"))?;
-    if let Some(r) = resource
-        && !same_resource(r, our_resource)
-    {
-        return Err(OAuthError::new(
-            400,
-            "invalid_target",
-            "resource must be this server's /mcp URL",
-        ));
-    }
+    check_resource(resource, our_resources)?;
     if !code.starts_with(AUTH_CODE_PREFIX) || code.len() > 200 {
         return Err(OAuthError::invalid_grant(
             "the authorization code is not valid",
         ));
     }
-    let now = now_ms();
     let found = match store.oauth_take_auth_code(&hash(code), now).await? {
         CodeTake::Fresh(found) => found,
         CodeTake::Replayed { grant_id } => {
@@ -789,12 +984,18 @@ pub async fn exchange_code(
             "the authorization code was issued to another client",
         ));
     }
-    if redirect_uri.is_some_and(|r| r != found.redirect_uri)
-        || (redirect_uri.is_none() && client.redirect_uris.len() > 1)
-    {
-        return Err(OAuthError::invalid_grant(
-            "redirect_uri differs from the one of the authorization request",
-        ));
+    match redirect_uri {
+        Some(r) if !redirect_matches(&found.redirect_uri, r) => {
+            return Err(OAuthError::invalid_grant(
+                "redirect_uri differs from the one of the authorization request",
+            ));
+        }
+        None if found.redirect_uri_given => {
+            return Err(OAuthError::invalid_request(
+                "redirect_uri is required: the authorization request named one (RFC 6749 §4.1.3)",
+            ));
+        }
+        _ => {}
     }
     if let (Some(asked), Some(r)) = (&found.resource, resource)
         && !same_resource(asked, r)
@@ -810,38 +1011,87 @@ pub async fn exchange_code(
             "code_verifier does not match the code challenge",
         ));
     }
-    Ok(issue(store, found.grant_id, life, now).await?)
+    let refresh = refresh_token(key, found.grant_id, &random_bytes::<32>());
+    let (access, answer) = access_for(found.grant_id, &refresh, life, now);
+    let started = store
+        .oauth_rotate_refresh(&Rotation {
+            grant_id: found.grant_id,
+            old_hash: None,
+            new_hash: hash(refresh.expose()),
+            expires_ts: now + life.refresh_ms,
+            access,
+            now,
+        })
+        .await?;
+    if !started {
+        return Err(OAuthError::invalid_grant(
+            "this grant was revoked; sign in again",
+        ));
+    }
+    Ok(answer)
 }
 
-/// The `refresh_token` grant. Every use spends the token and returns a new
-/// pair; presenting a spent one revokes the whole grant (the token leaked,
-/// or was replayed).
-pub async fn refresh(
-    store: &dyn Store,
-    client: &ClientInfo,
-    raw: &str,
-    resource: Option<&str>,
-    our_resource: &str,
-    life: Lifetimes,
-) -> std::result::Result<TokenResponse, OAuthError> {
-    if let Some(r) = resource
-        && !same_resource(r, our_resource)
-    {
-        return Err(OAuthError::new(
+/// `resource` (RFC 8707), when given, must name this server.
+fn check_resource(resource: Option<&str>, ours: &[String]) -> std::result::Result<(), OAuthError> {
+    match resource {
+        Some(r) if !ours.iter().any(|o| same_resource(r, o)) => Err(OAuthError::new(
             400,
             "invalid_target",
             "resource must be this server's /mcp URL",
-        ));
+        )),
+        _ => Ok(()),
     }
+}
+
+/// The grant id a refresh token names, for per-grant limits before any
+/// lookup (a token without a tag: none).
+pub fn refresh_grant_hint(raw: &str) -> Option<i64> {
+    let body = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(raw.strip_prefix(REFRESH_PREFIX)?)
+        .ok()?;
+    (body.len() == REFRESH_BODY)
+        .then(|| i64::from_be_bytes(body[..8].try_into().unwrap_or_default()))
+}
+
+/// The `refresh_token` grant. Every use rotates: the grant's live refresh
+/// token is replaced by its successor and a fresh access token comes with
+/// it. The token just replaced, presented again within
+/// [`REFRESH_GRACE_MS`], gets the same successor and another access token
+/// (the first answer was lost, or two tabs refreshed at once). Any other
+/// token of the grant — older than that, or two rotations old — is a
+/// stolen or replayed one: the whole grant ends.
+///
+/// Correct across replicas: the rotation is a compare-and-set in the
+/// database, and the successor is derived from the token, so every one of
+/// several simultaneous requests with one token gets the same successor.
+pub async fn refresh(
+    at: TokenEndpoint<'_>,
+    client: &ClientInfo,
+    raw: &str,
+    resource: Option<&str>,
+) -> std::result::Result<TokenResponse, OAuthError> {
+    let TokenEndpoint {
+        store,
+        key,
+        resources: our_resources,
+        life,
+        now,
+    } = at;
+    check_resource(resource, our_resources)?;
     let invalid = || OAuthError::invalid_grant("the refresh token is not valid");
     if !raw.starts_with(REFRESH_PREFIX) || raw.len() > 200 {
         return Err(invalid());
     }
     let token_hash = hash(raw);
-    let Some((token, grant)) = store.oauth_token(&token_hash).await? else {
-        return Err(invalid());
+    let Some(grant) = store.oauth_grant_by_refresh(&token_hash).await? else {
+        // Not the live token of any grant nor the one it replaced: a spent
+        // token of a grant if its tag is ours, else nothing of ours.
+        return match tagged_grant(key, raw) {
+            Some(grant_id) => Err(reuse(store, Some(grant_id), None, now).await?),
+            None => Err(invalid()),
+        };
     };
-    if token.kind != "refresh" || grant.client_id != client.client_id {
+    if grant.client_id != client.client_id {
         return Err(invalid());
     }
     if grant.revoked_ts.is_some() {
@@ -849,33 +1099,111 @@ pub async fn refresh(
             "this grant was revoked; sign in again",
         ));
     }
-    let now = now_ms();
-    if token.spent_ts.is_some() || !store.oauth_spend_token(&token_hash, now).await? {
-        store.oauth_revoke_grant(grant.id, now).await?;
-        tracing::warn!(grant = grant.id, agent = %grant.agent, "a spent refresh token was presented; the grant is revoked");
-        return Err(OAuthError::invalid_grant(
-            "the refresh token was already used; the grant is revoked, sign in again",
-        ));
+    let next = successor(key, grant.id, raw);
+    let next_hash = hash(next.expose());
+    let mut grant = Some(grant);
+    if let Some(g) = grant
+        .as_ref()
+        .filter(|g| g.refresh.hash.as_deref() == Some(token_hash.as_str()))
+    {
+        let grant_id = g.id;
+        if g.refresh.expires_ts.is_some_and(|e| e <= now) {
+            return Err(OAuthError::invalid_grant(
+                "the refresh token has expired; sign in again",
+            ));
+        }
+        let (access, answer) = access_for(grant_id, &next, life, now);
+        let rotated = store
+            .oauth_rotate_refresh(&Rotation {
+                grant_id,
+                old_hash: Some(token_hash.clone()),
+                new_hash: next_hash.clone(),
+                expires_ts: now + life.refresh_ms,
+                access,
+                now,
+            })
+            .await?;
+        if rotated {
+            return Ok(answer);
+        }
+        // Replaced meanwhile, by this very request's twin: read the grant
+        // as it is now.
+        grant = store
+            .oauth_grant_by_refresh(&token_hash)
+            .await?
+            .filter(|g| g.revoked_ts.is_none());
     }
-    if token.expires_ts <= now {
-        return Err(OAuthError::invalid_grant(
-            "the refresh token has expired; sign in again",
-        ));
+    let Some(grant) = grant else {
+        return Err(reuse(store, tagged_grant(key, raw), None, now).await?);
+    };
+    let fresh_retry = grant.refresh.prev_hash.as_deref() == Some(token_hash.as_str())
+        && grant.refresh.hash.as_deref() == Some(next_hash.as_str())
+        && grant
+            .refresh
+            .rotated_ts
+            .is_some_and(|t| now - t <= REFRESH_GRACE_MS);
+    if !fresh_retry {
+        return Err(reuse(store, Some(grant.id), Some(&grant.agent), now).await?);
     }
-    Ok(issue(store, grant.id, life, now).await?)
+    let (access, answer) = access_for(grant.id, &next, life, now);
+    store.oauth_insert_tokens(&[access]).await?;
+    tracing::info!(grant = grant.id, agent = %grant.agent, "a refresh token was presented again within the grace period; the same successor was sent");
+    Ok(answer)
+}
+
+/// A spent refresh token came back: the grant `grant_id` ends (when known).
+/// Returns the refusal to send.
+async fn reuse(
+    store: &dyn Store,
+    grant_id: Option<i64>,
+    agent: Option<&str>,
+    now: i64,
+) -> Result<OAuthError> {
+    let Some(grant_id) = grant_id else {
+        return Ok(OAuthError::invalid_grant("the refresh token is not valid"));
+    };
+    if store.oauth_revoke_grant(grant_id, now).await? {
+        tracing::warn!(
+            grant = grant_id,
+            agent = agent.unwrap_or(""),
+            "a spent refresh token was presented; the grant is revoked"
+        );
+    }
+    Ok(OAuthError::invalid_grant(
+        "the refresh token was already used; the grant is revoked, sign in again",
+    ))
 }
 
 /// Revokes the grant of an access or refresh token presented by `client`
 /// (RFC 7009). Unknown tokens and tokens of other clients are ignored, as
 /// the RFC asks; either way the answer is the same.
-pub async fn revoke_token(store: &dyn Store, client: &ClientInfo, raw: &str) -> Result<()> {
-    if raw.len() > 200 || !(raw.starts_with(ACCESS_PREFIX) || raw.starts_with(REFRESH_PREFIX)) {
+pub async fn revoke_token(
+    store: &dyn Store,
+    key: &[u8],
+    client: &ClientInfo,
+    raw: &str,
+    now: i64,
+) -> Result<()> {
+    if raw.len() > 200 {
         return Ok(());
     }
-    if let Some((_, grant)) = store.oauth_token(&hash(raw)).await?
+    let grant = if raw.starts_with(ACCESS_PREFIX) {
+        store.oauth_token(&hash(raw)).await?.map(|(_, g)| g)
+    } else if raw.starts_with(REFRESH_PREFIX) {
+        match store.oauth_grant_by_refresh(&hash(raw)).await? {
+            Some(g) => Some(g),
+            None => match tagged_grant(key, raw) {
+                Some(id) => store.oauth_grant(id).await?,
+                None => None,
+            },
+        }
+    } else {
+        None
+    };
+    if let Some(grant) = grant
         && grant.client_id == client.client_id
     {
-        store.oauth_revoke_grant(grant.id, now_ms()).await?;
+        store.oauth_revoke_grant(grant.id, now).await?;
     }
     Ok(())
 }
@@ -906,51 +1234,11 @@ pub async fn access_by_hash(store: &dyn Store, token_hash: &str) -> Result<Optio
 /// Forgets expired OAuth state (unused registrations, spent codes, expired
 /// tokens) after the retention sweep, passing the sweep's result on: the
 /// background prune calls it so nothing depends on a registration coming.
-pub async fn prune_then<T>(store: &dyn Store, sweep: Result<T>) -> Result<T> {
-    if let Err(e) = store.oauth_prune(now_ms()).await {
+pub async fn prune_then<T>(store: &dyn Store, now: i64, sweep: Result<T>) -> Result<T> {
+    if let Err(e) = store.oauth_prune(now).await {
         e.log_if_internal();
     }
     sweep
-}
-
-/// `members` of `room` with the agents of active OAuth grants named for it
-/// added (an app signed in with a connect code is a member like a token's
-/// agent; a grant for every room counts where its agent was seen, as the
-/// store does for tokens, through `last_seen` filled in by the caller).
-pub async fn with_app_members(
-    store: &dyn Store,
-    room: &str,
-    mut members: Vec<crate::domain::model::Member>,
-) -> Result<Vec<crate::domain::model::Member>> {
-    let grants = store.oauth_list_grants().await?;
-    let mut added = false;
-    for g in grants.into_iter().filter(|g| g.revoked_ts.is_none()) {
-        if !(g.room == room || g.also_rooms.iter().any(|r| r == room)) {
-            continue;
-        }
-        match members.iter_mut().find(|m| m.agent == g.agent) {
-            Some(m) => {
-                m.lead |= g.lead;
-                m.admin |= g.admin;
-                m.readonly &= g.readonly;
-            }
-            None => {
-                added = true;
-                members.push(crate::domain::model::Member {
-                    agent: g.agent,
-                    lead: g.lead,
-                    readonly: g.readonly,
-                    admin: g.admin,
-                    skills: g.skills,
-                    last_seen: None,
-                });
-            }
-        }
-    }
-    if added {
-        members.sort_by(|a, b| a.agent.cmp(&b.agent));
-    }
-    Ok(members)
 }
 
 /// Whether two resource URLs name the same resource (a trailing slash aside).
@@ -992,6 +1280,48 @@ mod tests {
     }
 
     #[test]
+    fn loopback_redirects_match_on_any_port() {
+        let r = "http://localhost/callback";
+        assert!(redirect_matches(r, "http://localhost:51763/callback"));
+        assert!(redirect_matches(
+            "http://127.0.0.1:1/cb?x=1",
+            "http://127.0.0.1:2/cb?x=1"
+        ));
+        assert!(redirect_matches("http://[::1]/cb", "http://[::1]:9/cb"));
+        assert!(!redirect_matches(r, "http://localhost:5/other"));
+        assert!(!redirect_matches(r, "http://127.0.0.1:5/callback"));
+        assert!(!redirect_matches(
+            "http://127.0.0.1/cb?x=1",
+            "http://127.0.0.1:2/cb?x=2"
+        ));
+        assert!(!redirect_matches(
+            "https://a.example/cb",
+            "https://a.example:444/cb"
+        ));
+        assert!(!redirect_matches(
+            "https://localhost/cb",
+            "https://localhost:8/cb"
+        ));
+    }
+
+    #[test]
+    fn refresh_tokens_carry_their_grant_and_a_tag() {
+        let key = b"k".repeat(32);
+        let t = refresh_token(&key, 42, &[7; 32]);
+        assert_eq!(tagged_grant(&key, t.expose()), Some(42));
+        assert_eq!(refresh_grant_hint(t.expose()), Some(42));
+        assert_eq!(tagged_grant(b"other key", t.expose()), None);
+        let mut forged = t.expose().to_owned();
+        forged.pop();
+        forged.push('A');
+        assert_eq!(tagged_grant(&key, &forged), None);
+        let s1 = successor(&key, 42, t.expose());
+        assert_eq!(s1, successor(&key, 42, t.expose()), "the same successor");
+        assert_ne!(s1, t);
+        assert_eq!(tagged_grant(&key, s1.expose()), Some(42));
+    }
+
+    #[test]
     fn redirect_uris_must_be_https_or_loopback_http() {
         assert!(check_redirect_uri("https://claude.ai/api/mcp/auth_callback").is_ok());
         assert!(check_redirect_uri("http://127.0.0.1:33418/callback").is_ok());
@@ -1000,6 +1330,29 @@ mod tests {
         assert!(check_redirect_uri("http://example.com/cb").is_err());
         assert!(check_redirect_uri("http://192.168.1.2/cb").is_err());
         assert!(check_redirect_uri("javascript:alert(1)").is_err());
+        for bad in [
+            "data:text/html,x",
+            "file:///etc/passwd",
+            "vbscript:x",
+            "about:blank",
+            "blob:https://a.example/x",
+            "http://[::2]/cb",
+        ] {
+            assert!(check_redirect_uri(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            check_redirect_uri("cursor://anysphere.cursor-retrieval/oauth/callback"),
+            Ok(RedirectKind::PrivateUse)
+        );
+        assert_eq!(
+            check_redirect_uri("com.example.app:/cb"),
+            Ok(RedirectKind::PrivateUse)
+        );
+        assert_eq!(
+            return_address("vscode://vscode.github-authentication/did-authenticate"),
+            "vscode:"
+        );
+        assert_eq!(return_address("http://127.0.0.1:5/cb"), "127.0.0.1:5");
         assert!(check_redirect_uri("https://a.example/cb#frag").is_err());
         assert!(check_redirect_uri("/relative").is_err());
         assert!(check_redirect_uri("https://user:pw@a.example/").is_err());

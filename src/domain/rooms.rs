@@ -155,9 +155,7 @@ impl Core {
         room: Option<&str>,
     ) -> Result<(String, Vec<Member>)> {
         let room = self.room(call, room).await?.name;
-        let members = self.store.members(&room).await?;
-        let mut members =
-            super::oauth::with_app_members(self.store.as_ref(), &room, members).await?;
+        let mut members = self.store.members(&room).await?;
         for m in &mut members {
             if let Some(t) = self.presence.last_seen(&room, &m.agent) {
                 m.last_seen = Some(m.last_seen.map_or(t, |s| s.max(t)));

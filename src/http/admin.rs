@@ -31,6 +31,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::assets::ADMIN;
 use crate::auth::admit::RoomArg;
 use crate::auth::{Caller, Meter, admit, client_addr, require_token};
 use crate::clock::now_ms;
@@ -58,10 +59,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route_layer(middleware::from_fn(server_admin_only))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .route_layer(middleware::from_fn(scrub_errors));
-    let page = Router::new()
-        .route("/admin", get(page))
-        .route("/admin/app.js", get(script))
-        .route("/admin/app.css", get(stylesheet));
+    let page = super::shared::serve(Router::new().route("/admin", get(page)), ADMIN);
     let console = api
         .merge(page)
         .layer(middleware::from_fn(security_headers))
@@ -85,8 +83,21 @@ pub fn routes(state: AppState) -> Router<AppState> {
 /// before anything else looks at the request. The answer is the router's own
 /// answer for a path that does not exist (a bare `404`), so a probe cannot
 /// tell a hidden console from no console; the tests hold the two equal.
+///
+/// One exception, on the LAN side only: `GET /admin` while the console is
+/// off is a page (still `404`) that names `CHATROOM_ADMIN_API`, for the
+/// owner who opened it before turning the console on. The public side
+/// cannot tell an off console from a hidden one.
 async fn console_gate(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if !state.config.admin_api || crate::http::console_hidden(&state.config, req.headers()) {
+    let hidden = crate::http::console_hidden(&state.config, req.headers());
+    if !state.config.admin_api
+        && !hidden
+        && req.method() == Method::GET
+        && req.uri().path() == "/admin"
+    {
+        return super::pages::console_off();
+    }
+    if !state.config.admin_api || hidden {
         return StatusCode::NOT_FOUND.into_response();
     }
     next.run(req).await
@@ -270,36 +281,10 @@ async fn scrub_errors(req: Request, next: Next) -> Response {
 /// The console page: a shell; its script asks for a token and fetches the rest.
 #[derive(Template, WebTemplate)]
 #[template(path = "admin.html")]
-struct AdminPage {
-    version: &'static str,
-}
+struct AdminPage;
 
 async fn page() -> AdminPage {
-    AdminPage {
-        version: env!("CARGO_PKG_VERSION"),
-    }
-}
-
-async fn script() -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/javascript; charset=utf-8"),
-        )],
-        include_str!("assets/admin.js"),
-    )
-        .into_response()
-}
-
-async fn stylesheet() -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/css; charset=utf-8"),
-        )],
-        include_str!("assets/admin.css"),
-    )
-        .into_response()
+    AdminPage
 }
 
 // ---------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 //! The HTTP surfaces besides `/mcp`: the `/v1` REST API and SSE stream, the
-//! `/ui` dashboard, the `/admin` console and the assets they share. Each
+//! `/ui` dashboard, the `/admin` console, the sign-in pages, the small
+//! pages that say where a person is, and the assets they share. Each
 //! submodule contributes its routes here.
 
 pub mod admin;
 pub mod oauth;
+pub mod pages;
 pub mod rest;
 pub mod shared;
 pub mod sse;
@@ -32,33 +34,7 @@ async fn root(
     axum::extract::State(state): axum::extract::State<AppState>,
     headers: HeaderMap,
 ) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let ui = if state.config.enable_ui && !console_hidden(&state.config, &headers) {
-        "<li><a href=\"/ui\">/ui</a>: the dashboard (paste a token; a read-only one is enough)</li>"
-    } else {
-        ""
-    };
-    let page = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>chatroom</title></head><body>\
-<h1>chatroom</h1><p>A coordination server for AI agents: rooms with a chat and a board, over MCP.</p><ul>\
-{ui}<li><code>/mcp</code>: the MCP endpoint (streamable HTTP, <code>Authorization: Bearer cr_…</code>), e.g. \
-<code>claude mcp add --transport http chatroom-lobby THIS-URL/mcp --header \"Authorization: Bearer cr_…\"</code></li>\
-<li><code>/v1</code>: REST and the live <code>/v1/stream</code>; <a href=\"/healthz\">/healthz</a>: health</li></ul>\
-<p>Setting up: README.md and GETTING_STARTED.md in the chatroom repository; <code>chatroom doctor</code> checks a setup.</p>\
-</body></html>"
-    );
-    (
-        [
-            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (
-                axum::http::header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'",
-            ),
-            (axum::http::header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        page,
-    )
-        .into_response()
+    pages::root(state.config.enable_ui && !console_hidden(&state.config, &headers))
 }
 
 /// Edge headers that mark a request as having come through the public side

@@ -10,11 +10,18 @@
 //! `CHATROOM_OAUTH=off` none of this exists. Handlers parse, call
 //! `domain::oauth`, and answer; every refusal is the RFC's error JSON or the
 //! error page, never a `500`, and no code or token is ever logged.
+//!
+//! Anonymous callers are bounded here: registrations, token requests and
+//! wrong connect codes per address (IPv6 by /64, in [`limits`]), refreshes
+//! per grant, and client-metadata fetches (in `cimd`). `/oauth/register`,
+//! `/oauth/token` and `/oauth/revoke` answer CORS preflights for
+//! browser-run clients.
 
 mod cimd;
+mod limits;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,20 +37,26 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::json;
 use sha2::Sha256;
 
-use crate::auth::throttle::Throttle;
 use crate::config::Config;
 use crate::domain::oauth::{
-    self, ClientInfo, Lifetimes, OAuthError, RegistrationRequest, SCOPE, same_resource,
+    self, ClientInfo, Lifetimes, OAuthError, RedirectKind, RegistrationRequest, SCOPE,
+    redirect_matches, same_resource,
 };
 use crate::server::AppState;
+use limits::{Windows, network_of};
 
-const CONSENT_CSS: &str = include_str!("../../templates/oauth/consent.css");
+use crate::assets::SIGNIN_CSS as CONSENT_CSS;
 /// The policy of the consent and error pages: our own stylesheet, nothing
 /// else; never framed (clickjacking a consent button is the classic attack).
 const PAGE_CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; \
 frame-ancestors 'none'";
-/// Registrations one address may make per hour.
-const REGISTRATIONS_PER_HOUR: u32 = 30;
+/// Registrations one address (IPv6: one /64) may make per hour.
+pub const REGISTRATIONS_PER_HOUR: u32 = 30;
+/// Token-endpoint requests one address (IPv6: one /64) may make per minute.
+pub const TOKEN_REQUESTS_PER_MINUTE: u32 = 60;
+/// Refreshes one grant may make per minute: an app refreshes about once an
+/// access token's life; a retry or two tabs add a few.
+pub const REFRESHES_PER_MINUTE: u32 = 12;
 /// How long a consent form stays valid.
 const CSRF_TTL_MS: i64 = 60 * 60_000;
 /// The longest parameter value read.
@@ -51,11 +64,19 @@ const MAX_PARAM: usize = 4_000;
 
 /// What the OAuth routes keep besides the database.
 struct OAuth {
-    /// Registrations per address (the throttle counts any event).
-    registrations: Throttle,
+    /// Registrations per address.
+    registrations: Windows<IpAddr>,
+    /// Wrong connect codes per address: a throttle of its own, so bad bearer
+    /// tokens from a shared address never lock the owner's code out.
+    connect_failures: Windows<IpAddr>,
+    /// Token-endpoint requests per address, and refreshes per grant.
+    token_addresses: Windows<IpAddr>,
+    refreshes: Windows<i64>,
     cimd: cimd::Fetcher,
     /// The consent forms' HMAC key, from the database (shared by replicas).
     csrf_key: tokio::sync::OnceCell<Vec<u8>>,
+    /// The key that tags refresh tokens (see `domain::oauth::refresh`).
+    refresh_key: tokio::sync::OnceCell<Vec<u8>>,
 }
 
 /// The OAuth routes; none while `CHATROOM_OAUTH` is off.
@@ -64,14 +85,25 @@ pub fn routes(state: AppState) -> Router<AppState> {
         return Router::new();
     }
     let oauth = Arc::new(OAuth {
-        registrations: Throttle::new(REGISTRATIONS_PER_HOUR, Duration::from_secs(3600)),
-        cimd: cimd::Fetcher::new(),
+        registrations: Windows::new(REGISTRATIONS_PER_HOUR, Duration::from_secs(3600)),
+        connect_failures: Windows::new(state.config.auth_fail_limit, state.config.auth_fail_window),
+        token_addresses: Windows::new(TOKEN_REQUESTS_PER_MINUTE, Duration::from_secs(60)),
+        refreshes: Windows::new(REFRESHES_PER_MINUTE, Duration::from_secs(60)),
+        cimd: cimd::Fetcher::new(state.config.oauth_cimd),
         csrf_key: tokio::sync::OnceCell::new(),
+        refresh_key: tokio::sync::OnceCell::new(),
     });
+    // Browser-run clients (the MCP Inspector, web hosts) call these from
+    // their own origin; no cookie is involved, so any origin may.
+    let cors = tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([axum::http::Method::POST])
+        .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION, header::ACCEPT])
+        .max_age(Duration::from_secs(600));
     Router::new()
         .route(
             "/.well-known/oauth-protected-resource",
-            get(resource_metadata),
+            get(root_resource_metadata),
         )
         .route(
             "/.well-known/oauth-protected-resource/mcp",
@@ -81,13 +113,13 @@ pub fn routes(state: AppState) -> Router<AppState> {
             "/.well-known/oauth-authorization-server",
             get(server_metadata),
         )
-        .route("/oauth/register", post(register))
+        .route("/oauth/register", post(register).layer(cors.clone()))
         .route(
             "/oauth/authorize",
             get(authorize_page).post(authorize_submit),
         )
-        .route("/oauth/token", post(token))
-        .route("/oauth/revoke", post(revoke))
+        .route("/oauth/token", post(token).layer(cors.clone()))
+        .route("/oauth/revoke", post(revoke).layer(cors))
         .route("/oauth/consent.css", get(consent_css))
         // Public by design (no bearer to check first): bodies get the small
         // limit, the deadline and the shared budget.
@@ -187,10 +219,29 @@ pub async fn hint_unauthorized(
 
 // ---------------------------------------------------------------- metadata
 
+/// The resources this server's tokens are for, as `resource` may name them:
+/// the `/mcp` URL, and the server itself (the root metadata's resource).
+fn our_resources(base: &str) -> [String; 2] {
+    [format!("{base}/mcp"), base.to_owned()]
+}
+
+/// `/.well-known/oauth-protected-resource/mcp`: the metadata of `/mcp`.
 async fn resource_metadata(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let base = request_base(&state, &headers);
+    protected_resource(&base, format!("{base}/mcp"))
+}
+
+/// `/.well-known/oauth-protected-resource`: the metadata of the resource
+/// at the server's root, whose identifier is then the root URL itself
+/// (RFC 9728 §3.3: `resource` is the URL the metadata URL was made from).
+async fn root_resource_metadata(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let base = request_base(&state, &headers);
+    protected_resource(&base, base.clone())
+}
+
+fn protected_resource(base: &str, resource: String) -> Response {
     metadata(json!({
-        "resource": format!("{base}/mcp"),
+        "resource": resource,
         "authorization_servers": [base],
         "scopes_supported": [SCOPE],
         "bearer_methods_supported": ["header"],
@@ -213,7 +264,7 @@ async fn server_metadata(State(state): State<AppState>, headers: HeaderMap) -> R
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
         "revocation_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
-        "client_id_metadata_document_supported": true,
+        "client_id_metadata_document_supported": state.config.oauth_cimd,
         "authorization_response_iss_parameter_supported": true,
     }))
 }
@@ -370,14 +421,19 @@ fn peer_of(req: &Request) -> Option<SocketAddr> {
 impl OAuth {
     /// The client named by `client_id`: registered here, or an `https`
     /// URL naming its metadata document. `Err` says why not.
-    async fn client(&self, state: &AppState, client_id: &str) -> Result<ClientInfo, ClientError> {
+    async fn client(
+        &self,
+        state: &AppState,
+        client_id: &str,
+        addr: IpAddr,
+    ) -> Result<ClientInfo, ClientError> {
         if client_id.len() > 2_000 {
             return Err(ClientError::Unknown);
         }
         if client_id.starts_with("https://") {
             return self
                 .cimd
-                .client(client_id)
+                .client(client_id, network_of(addr))
                 .await
                 .map_err(ClientError::Document);
         }
@@ -402,11 +458,19 @@ impl OAuth {
             .await?;
         Ok(key.as_slice())
     }
+
+    async fn refresh_key(&self, state: &AppState) -> crate::error::Result<&[u8]> {
+        let key = self
+            .refresh_key
+            .get_or_try_init(|| oauth::refresh_key(state.core.store.as_ref()))
+            .await?;
+        Ok(key.as_slice())
+    }
 }
 
 enum ClientError {
     Unknown,
-    Document(String),
+    Document(cimd::Refused),
     Server(crate::error::Error),
 }
 
@@ -415,10 +479,17 @@ impl ClientError {
         match self {
             ClientError::Unknown => error_page(
                 StatusCode::BAD_REQUEST,
-                "This app is not known to the server (its registration may have been forgotten). \
-                 Remove the connector in the app and add it again.",
+                "This app is not known to the server: a registration that never signed in is \
+                 forgotten after an hour. Remove the connector in the app and add it again.",
             ),
-            ClientError::Document(why) => error_page(StatusCode::BAD_REQUEST, &why),
+            ClientError::Document(why) => {
+                let status = if why == cimd::Refused::Busy {
+                    StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    StatusCode::BAD_REQUEST
+                };
+                error_page(status, &why.message())
+            }
             ClientError::Server(e) => {
                 e.log_if_internal();
                 error_page(
@@ -432,9 +503,9 @@ impl ClientError {
     fn oauth(self) -> OAuthError {
         match self {
             ClientError::Unknown => OAuthError::invalid_client(
-                "unknown client; register again (unused registrations are forgotten after a day)",
+                "unknown client; register again (unused registrations are forgotten after an hour)",
             ),
-            ClientError::Document(why) => OAuthError::invalid_client(why),
+            ClientError::Document(why) => OAuthError::invalid_client(why.message()),
             ClientError::Server(e) => OAuthError::server(e),
         }
     }
@@ -448,18 +519,15 @@ async fn register(
     req: Request,
 ) -> Response {
     let addr = crate::auth::client_addr(&state.config, req.headers(), peer_of(&req));
-    if let Some(retry) = oauth.registrations.blocked(addr) {
-        let mut response = oauth_error(OAuthError::new(
-            429,
-            "temporarily_unavailable",
-            format!("too many registrations from this address; retry in {retry} s"),
-        ));
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, retry.into());
-        return response;
+    if let Err(retry) = oauth.registrations.take(network_of(addr)) {
+        tracing::info!(%addr, "a registration was refused: too many from this address");
+        return too_many(
+            retry,
+            format!(
+                "too many registrations from this address ({REGISTRATIONS_PER_HOUR} an hour); retry in {retry} s"
+            ),
+        );
     }
-    oauth.registrations.record_failure(addr);
     let bytes = match axum::body::to_bytes(req.into_body(), 64 * 1024).await {
         Ok(b) => b,
         Err(_) => {
@@ -484,7 +552,13 @@ async fn register(
             ));
         }
     };
-    match oauth::register(state.core.store.as_ref(), request).await {
+    match oauth::register(
+        state.core.store.as_ref(),
+        request,
+        state.core.clock.now_ms(),
+    )
+    .await
+    {
         Ok(registered) => {
             tracing::info!(%addr, client = %registered.client_name, "an OAuth client registered");
             (StatusCode::CREATED, no_store(), Json(registered)).into_response()
@@ -493,12 +567,23 @@ async fn register(
     }
 }
 
+/// A `429` of the sign-in endpoints, with `Retry-After`.
+fn too_many(retry: u64, description: String) -> Response {
+    let mut response = oauth_error(OAuthError::new(429, "temporarily_unavailable", description));
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, retry.into());
+    response
+}
+
 // ---------------------------------------------------------------- authorization
 
 /// A checked authorization request.
 struct AuthRequest {
     client: ClientInfo,
     redirect_uri: String,
+    /// Whether the request named `redirect_uri` (else the registered one).
+    redirect_uri_given: bool,
     state: String,
     code_challenge: String,
     resource: String,
@@ -562,17 +647,26 @@ async fn check_request(
     oauth: &OAuth,
     params: &Params,
     base: &str,
+    addr: IpAddr,
 ) -> Result<AuthRequest, Refusal> {
     let page = |m: &str| Refusal::Page(error_page(StatusCode::BAD_REQUEST, m));
     let Some(client_id) = params.get("client_id") else {
         return Err(page("The app did not say who it is (no client_id)."));
     };
     let client = oauth
-        .client(state, client_id)
+        .client(state, client_id, addr)
         .await
         .map_err(|e| Refusal::Page(e.page()))?;
-    let redirect_uri = match params.get("redirect_uri") {
-        Some(uri) if client.redirect_uris.iter().any(|r| r == uri) => uri.to_owned(),
+    let given = params.get("redirect_uri");
+    let redirect_uri = match given {
+        Some(uri)
+            if client
+                .redirect_uris
+                .iter()
+                .any(|r| redirect_matches(r, uri)) =>
+        {
+            uri.to_owned()
+        }
         Some(_) => {
             return Err(page(
                 "The app asked to return to an address it did not register; nothing was sent to it.",
@@ -587,7 +681,19 @@ async fn check_request(
     };
     let st = params.get("state").unwrap_or("").to_owned();
     let iss = base.to_owned();
+    // Before the consent nobody has acted, so an error goes back to the
+    // app only if the owner approved this client before; anyone can
+    // register a client with any redirect URI (RFC 9700 §4.11.2).
+    let trusted = client.approved_before;
     let back = |error: &str, description: &str| {
+        if !trusted {
+            return Refusal::Page(error_page(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "The app's sign-in request cannot be used ({error}: {description}); nothing was sent to it."
+                ),
+            ));
+        }
         Refusal::Redirect(redirect_to(
             &redirect_uri,
             &[
@@ -622,9 +728,8 @@ async fn check_request(
             "code_challenge must be the base64url SHA-256 of the verifier (43 characters)",
         ));
     }
-    let ours = format!("{base}/mcp");
     let resource = match params.get("resource") {
-        Some(r) if same_resource(r, &ours) => r.to_owned(),
+        Some(r) if our_resources(base).iter().any(|o| same_resource(r, o)) => r.to_owned(),
         Some(_) => {
             return Err(back(
                 "invalid_target",
@@ -635,6 +740,7 @@ async fn check_request(
     };
     Ok(AuthRequest {
         redirect_uri: redirect_uri.clone(),
+        redirect_uri_given: given.is_some(),
         client,
         state: st.clone(),
         code_challenge: challenge.to_owned(),
@@ -648,10 +754,16 @@ async fn check_request(
 /// good on every replica, and no other site can make one.
 fn csrf_token(key: &[u8], r: &AuthRequest, ts: i64) -> String {
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key");
+    let ts = ts.to_string();
     for part in [
-        &ts.to_string(),
+        ts.as_str(),
         &r.client.client_id,
         &r.redirect_uri,
+        if r.redirect_uri_given {
+            "given"
+        } else {
+            "registered"
+        },
         &r.state,
         &r.code_challenge,
         &r.resource,
@@ -661,6 +773,7 @@ fn csrf_token(key: &[u8], r: &AuthRequest, ts: i64) -> String {
         mac.update(part.as_bytes());
     }
     let tag = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+    let ts = ts.parse::<i64>().unwrap_or_default();
     format!("{ts}.{tag}")
 }
 
@@ -686,6 +799,10 @@ struct ConsentPage<'a> {
     client_id: &'a str,
     registered: bool,
     return_host: String,
+    /// The return address is a native app's own scheme (`cursor:`).
+    native: bool,
+    /// The `redirect_uri` field: as the app sent it (empty when it named
+    /// none, so the answer keeps that).
     redirect_uri: &'a str,
     state: &'a str,
     code_challenge: &'a str,
@@ -712,21 +829,17 @@ async fn consent(
             );
         }
     };
-    let return_host = url::Url::parse(&r.redirect_uri)
-        .ok()
-        .and_then(|u| {
-            u.host_str().map(|h| match u.port() {
-                Some(p) => format!("{h}:{p}"),
-                None => h.to_owned(),
-            })
-        })
-        .unwrap_or_default();
     let html = ConsentPage {
         client_name: &r.client.client_name,
         client_id: &r.client.client_id,
         registered: r.client.registered,
-        return_host,
-        redirect_uri: &r.redirect_uri,
+        return_host: oauth::return_address(&r.redirect_uri),
+        native: oauth::check_redirect_uri(&r.redirect_uri) == Ok(RedirectKind::PrivateUse),
+        redirect_uri: if r.redirect_uri_given {
+            &r.redirect_uri
+        } else {
+            ""
+        },
         state: &r.state,
         code_challenge: &r.code_challenge,
         resource: &r.resource,
@@ -748,7 +861,8 @@ async fn authorize_page(
         Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
     };
     let base = request_base(&state, req.headers());
-    match check_request(&state, &oauth, &params, &base).await {
+    let addr = crate::auth::client_addr(&state.config, req.headers(), peer_of(&req));
+    match check_request(&state, &oauth, &params, &base, addr).await {
         Ok(r) => consent(&state, &oauth, &r, StatusCode::OK, None).await,
         Err(refusal) => refusal.into_response(),
     }
@@ -764,7 +878,8 @@ async fn authorize_submit(
         Err(e) => return error_page(StatusCode::BAD_REQUEST, &e.description),
     };
     let base = request_base(&state, &headers);
-    let r = match check_request(&state, &oauth, &params, &base).await {
+    let addr = crate::auth::client_addr(&state.config, &headers, peer);
+    let r = match check_request(&state, &oauth, &params, &base, addr).await {
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
     };
@@ -809,8 +924,7 @@ async fn authorize_submit(
             .await;
         }
     }
-    let addr = crate::auth::client_addr(&state.config, &headers, peer);
-    if let Some(retry) = state.throttle.blocked(addr) {
+    if let Some(retry) = oauth.connect_failures.blocked(network_of(addr)) {
         let message = format!("Too many wrong codes from this address; try again in {retry} s.");
         let mut response = consent(
             &state,
@@ -827,22 +941,20 @@ async fn authorize_submit(
     }
     let typed = params.get("connect_code").unwrap_or("");
     let resource = (!r.resource.is_empty()).then_some(r.resource.as_str());
-    match oauth::approve(
-        state.core.store.as_ref(),
-        &r.client,
-        typed,
-        &r.redirect_uri,
-        &r.code_challenge,
+    let asked = oauth::Approval {
+        redirect_uri: &r.redirect_uri,
+        redirect_uri_given: r.redirect_uri_given,
+        code_challenge: &r.code_challenge,
         resource,
-    )
-    .await
-    {
+    };
+    let now = state.core.clock.now_ms();
+    match oauth::approve(state.core.store.as_ref(), &r.client, typed, asked, now).await {
         Ok(Some(code)) => {
             tracing::info!(%addr, client = %r.client.client_name, "an app was connected with a connect code");
             back(&[("code", code.expose())])
         }
         Ok(None) => {
-            state.throttle.record_failure(addr);
+            oauth.connect_failures.count(network_of(addr));
             tracing::info!(%addr, client = %r.client.client_name, "a wrong, used or expired connect code was entered");
             consent(
                 &state,
@@ -874,6 +986,7 @@ async fn token_client(
     oauth: &OAuth,
     headers: &HeaderMap,
     params: &Params,
+    addr: IpAddr,
 ) -> Result<ClientInfo, OAuthError> {
     let basic = headers
         .get(header::AUTHORIZATION)
@@ -912,7 +1025,7 @@ async fn token_client(
         ));
     }
     let client = oauth
-        .client(state, client_id)
+        .client(state, client_id, addr)
         .await
         .map_err(ClientError::oauth)?;
     oauth::authenticate_client(&client, secret)?;
@@ -924,15 +1037,29 @@ async fn token(
     Extension(oauth): Extension<Arc<OAuth>>,
     req: Request,
 ) -> Response {
-    let result = async {
-        let (headers, _, params) = form(req).await?;
-        let client = token_client(&state, &oauth, &headers, &params).await?;
-        let ours = format!("{}/mcp", request_base(&state, &headers));
+    let result: Result<oauth::TokenResponse, TokenError> = async {
+        let (headers, peer, params) = form(req).await?;
+        let addr = crate::auth::client_addr(&state.config, &headers, peer);
+        if let Err(retry) = oauth.token_addresses.take(network_of(addr)) {
+            tracing::info!(%addr, "a token request was refused: too many from this address");
+            return Err(Limited(retry, format!(
+                "too many token requests from this address ({TOKEN_REQUESTS_PER_MINUTE} a minute); retry in {retry} s"
+            )).into());
+        }
+        let client = token_client(&state, &oauth, &headers, &params, addr).await?;
+        let base = request_base(&state, &headers);
+        let ours = our_resources(&base);
         let life = Lifetimes {
             access_ms: state.config.oauth_access_ttl.as_millis() as i64,
             refresh_ms: state.config.oauth_refresh_ttl.as_millis() as i64,
         };
-        let store = state.core.store.as_ref();
+        let at = oauth::TokenEndpoint {
+            store: state.core.store.as_ref(),
+            key: oauth.refresh_key(&state).await?,
+            resources: &ours,
+            life,
+            now: state.core.clock.now_ms(),
+        };
         match params.get("grant_type") {
             Some("authorization_code") => {
                 let code = params
@@ -944,26 +1071,63 @@ async fn token(
                     verifier: params.get("code_verifier"),
                     resource: params.get("resource"),
                 };
-                oauth::exchange_code(store, &client, asked, &ours, life).await
+                Ok(oauth::exchange_code(at, &client, asked).await?)
             }
             Some("refresh_token") => {
                 let raw = params
                     .get("refresh_token")
                     .ok_or_else(|| OAuthError::invalid_request("refresh_token is required"))?;
-                oauth::refresh(store, &client, raw, params.get("resource"), &ours, life).await
+                if let Some(grant) = oauth::refresh_grant_hint(raw)
+                    && let Err(retry) = oauth.refreshes.take(grant)
+                {
+                    tracing::info!(grant, "a refresh was refused: too many for this grant");
+                    return Err(Limited(retry, format!(
+                        "too many refreshes of this sign-in ({REFRESHES_PER_MINUTE} a minute); retry in {retry} s"
+                    )).into());
+                }
+                let resource = params.get("resource");
+                Ok(oauth::refresh(at, &client, raw, resource).await?)
             }
             Some(_) => Err(OAuthError::new(
                 400,
                 "unsupported_grant_type",
                 "grant_type must be authorization_code or refresh_token",
-            )),
-            None => Err(OAuthError::invalid_request("grant_type is required")),
+            )
+            .into()),
+            None => Err(OAuthError::invalid_request("grant_type is required").into()),
         }
     }
     .await;
     match result {
         Ok(tokens) => (StatusCode::OK, no_store(), Json(tokens)).into_response(),
-        Err(e) => oauth_error(e),
+        Err(TokenError::Limited(Limited(retry, why))) => too_many(retry, why),
+        Err(TokenError::OAuth(e)) => oauth_error(e),
+    }
+}
+
+/// A refusal of the token endpoint's rate limits: seconds to wait, and why.
+struct Limited(u64, String);
+
+enum TokenError {
+    OAuth(OAuthError),
+    Limited(Limited),
+}
+
+impl From<OAuthError> for TokenError {
+    fn from(e: OAuthError) -> TokenError {
+        TokenError::OAuth(e)
+    }
+}
+
+impl From<Limited> for TokenError {
+    fn from(l: Limited) -> TokenError {
+        TokenError::Limited(l)
+    }
+}
+
+impl From<crate::error::Error> for TokenError {
+    fn from(e: crate::error::Error) -> TokenError {
+        TokenError::OAuth(OAuthError::server(e))
     }
 }
 
@@ -973,12 +1137,15 @@ async fn revoke(
     req: Request,
 ) -> Response {
     let result = async {
-        let (headers, _, params) = form(req).await?;
-        let client = token_client(&state, &oauth, &headers, &params).await?;
+        let (headers, peer, params) = form(req).await?;
+        let addr = crate::auth::client_addr(&state.config, &headers, peer);
+        let client = token_client(&state, &oauth, &headers, &params, addr).await?;
         let raw = params
             .get("token")
             .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
-        oauth::revoke_token(state.core.store.as_ref(), &client, raw).await?;
+        let key = oauth.refresh_key(&state).await?;
+        let now = state.core.clock.now_ms();
+        oauth::revoke_token(state.core.store.as_ref(), key, &client, raw, now).await?;
         Ok::<_, OAuthError>(())
     }
     .await;

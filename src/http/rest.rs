@@ -268,6 +268,7 @@ async fn list_tasks(
                 .await
         })
         .await?;
+    let tasks = present::tasks(&tasks, &api.caller);
     Ok(Json(api.untrusted(
         &room,
         json!({"count": tasks.len(), "tasks": tasks}),
@@ -286,7 +287,7 @@ async fn get_task(
             s.core.get_task(call, api.room(), id).await
         })
         .await?;
-    let t = present::task_with_notes(&task, &notes);
+    let t = present::task_with_notes(&task, &notes, &api.caller);
     Ok(Json(api.untrusted(&task.room, json!({"task": t}))))
 }
 

@@ -1,42 +1,37 @@
-//! What every page of the server shares: the stylesheet (`/assets/theme.css`,
-//! light and dark after `prefers-color-scheme`), the logo, and the Markdown
-//! renderer with its sanitiser. The dashboard, the console and the sign-in
-//! and consent pages link the stylesheet; a page that must be one
-//! self-contained document (the MCP App) embeds these constants instead.
+//! Serving the embedded web tree ([`crate::assets`]): `/assets/*`, what
+//! every page shares (the theme, light and dark after
+//! `prefers-color-scheme`, the logo, the shared ES modules and the vendored
+//! Markdown libraries), and the helper that serves any embedded file.
 //!
-//! The assets hold no data, so they are served to everyone, like `/healthz`.
+//! The shared assets hold no data, so they are served to everyone, like
+//! `/healthz`; the dashboard's and the console's own files are served by
+//! their modules, behind their gates.
 
 use axum::Router;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::server::AppState;
+use crate::assets::{Asset, SHARED};
+use crate::state::AppState;
 
-/// The shared look: colour tokens, top bar, buttons, fields, banners.
-pub const THEME_CSS: &str = include_str!("assets/theme.css");
-/// The logo (also the favicon).
-pub const LOGO_SVG: &str = include_str!("assets/logo.svg");
-
-/// `marked` (MIT), vendored unmodified: Markdown to HTML.
-pub const MARKED_JS: &str = include_str!("../../templates/ui/vendor/marked.umd.js");
-/// DOMPurify (Apache-2.0), vendored unmodified: the HTML sanitiser.
-pub const PURIFY_JS: &str = include_str!("../../templates/ui/vendor/purify.min.js");
-/// `ChatroomMarkdown.render(text, options)`: agent text to a sanitised
-/// DOM fragment, on top of the two above (load them first).
-pub const MARKDOWN_JS: &str = include_str!("../../templates/ui/markdown.js");
-
-/// `/assets/theme.css` and `/assets/logo.svg`.
+/// `/assets/*`.
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/assets/theme.css",
-            get(|| async { asset("text/css; charset=utf-8", THEME_CSS) }),
-        )
-        .route(
-            "/assets/logo.svg",
-            get(|| async { asset("image/svg+xml", LOGO_SVG) }),
-        )
+    serve(Router::new(), SHARED)
+}
+
+/// `router` with a `GET` route for each of `assets`.
+pub fn serve<S: Clone + Send + Sync + 'static>(
+    mut router: Router<S>,
+    assets: &'static [Asset],
+) -> Router<S> {
+    for a in assets {
+        router = router.route(
+            a.path,
+            get(move || async move { asset(a.content_type, a.body) }),
+        );
+    }
+    router
 }
 
 /// A static asset: revalidated on every load (the page links it with the

@@ -14,7 +14,8 @@
 //! counts against its token's `CHATROOM_MAX_STREAMS_PER_TOKEN` (`429` past
 //! it) and ends with an `unauthorized` `error` event within a second of the
 //! token's revocation ([`auth::streams`](crate::auth::streams)). The
-//! `board` snapshot is built once per room and change ([`Boards`]).
+//! `board` snapshot is read and serialized once per room and change
+//! ([`Boards`]); each stream adds its viewer's `can` to every task.
 //!
 //! A position beyond the room's history (`after=N` past its latest event,
 //! or `after_msg=M` past its latest message, when the database was restored
@@ -67,10 +68,17 @@ pub struct Boards {
     rooms: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Snapshot>>>>>,
 }
 
-/// A built `board` event body, and the newest event of the room it shows.
+/// A room's board as read for the `board` event (serialized once; each
+/// viewer's copy adds its `can`), and the newest event of the room it shows.
 struct Snapshot {
     as_of: i64,
-    data: Arc<str>,
+    board: Arc<BoardTasks>,
+}
+
+/// The open tasks and the latest closed ones.
+struct BoardTasks {
+    open: present::SharedTasks,
+    closed: present::SharedTasks,
 }
 
 impl Boards {
@@ -413,7 +421,8 @@ impl Feed {
     async fn flush_snapshots(&mut self) -> Step {
         if std::mem::take(&mut self.board_dirty) {
             let board = self.shared_board().await?;
-            self.send_text("board", &board).await?;
+            let text = present::board_event(&self.room, &board.open, &board.closed, &self.call);
+            self.send_text("board", &text).await?;
         }
         if std::mem::take(&mut self.files_dirty) {
             let (_, files) = self
@@ -429,27 +438,27 @@ impl Feed {
     /// The room's board as of at least the newest event this stream has
     /// delivered: the shared snapshot when it is that fresh, else built now
     /// (once, for every stream of the room waiting on it).
-    async fn shared_board(&self) -> Result<Arc<str>> {
+    async fn shared_board(&self) -> Result<Arc<BoardTasks>> {
         let slot = self.boards.slot(&self.room);
         let mut snapshot = slot.lock().await;
         if let Some(s) = snapshot.as_ref()
             && s.as_of >= self.delivered
         {
-            return Ok(s.data.clone());
+            return Ok(s.board.clone());
         }
         // Read before the board, so the board shows at least this event.
         let as_of = self.core.store.latest_event_id(&self.room).await?;
-        let data: Arc<str> = self.board().await?.to_string().into();
+        let board = Arc::new(self.board().await?);
         *snapshot = Some(Snapshot {
             as_of,
-            data: data.clone(),
+            board: board.clone(),
         });
-        Ok(data)
+        Ok(board)
     }
 
     /// Open tasks (through the domain, so lapsed leases are applied), and
     /// the latest closed ones.
-    async fn board(&self) -> Result<Value> {
+    async fn board(&self) -> Result<BoardTasks> {
         let (_, tasks) = self
             .core
             .list_tasks(
@@ -474,7 +483,10 @@ impl Feed {
                 },
             )
             .await?;
-        Ok(json!({"room": self.room, "count": tasks.len(), "tasks": tasks, "closed": closed}))
+        Ok(BoardTasks {
+            open: present::SharedTasks::new(tasks),
+            closed: present::SharedTasks::new(closed),
+        })
     }
 
     /// Sends an event whose data is already serialized.

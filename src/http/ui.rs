@@ -1,10 +1,11 @@
 //! `/ui`: the read-only live dashboard. The page is an askama shell that
-//! holds no data; plain JavaScript and CSS, embedded in the binary, ask the
+//! holds no data; plain JavaScript modules and CSS from the embedded web
+//! tree ([`crate::assets`], `web/ui/` importing `web/shared/`) ask the
 //! `/v1` API with a token the user pastes (kept in `sessionStorage` only)
 //! and follow `/v1/stream` with `fetch`. Agent text is rendered as Markdown
 //! in the browser by the vendored `marked` and sanitised by the vendored
-//! DOMPurify ([`super::shared`]), the same renderer the MCP App embeds. No
-//! build step, no CDN: it works on a LAN with no internet. Off with
+//! DOMPurify, the same renderer the MCP App embeds. No build step, no CDN:
+//! it works on a LAN with no internet. Off with
 //! `CHATROOM_ENABLE_UI=off`; hidden from the public side with
 //! `CHATROOM_CONSOLE_LAN_ONLY` (both `404`).
 
@@ -17,15 +18,14 @@ use axum::middleware::{self, Next};
 use axum::response::{Redirect, Response};
 use axum::routing::get;
 
-use super::shared::{self, asset};
+use super::shared;
+use crate::assets::UI;
 use crate::error::http_error;
-use crate::server::AppState;
-
-const APP_JS: &str = include_str!("../../templates/ui/app.js");
-const APP_CSS: &str = include_str!("../../templates/ui/app.css");
+use crate::state::AppState;
 
 /// The Content-Security-Policy of every `/ui` answer: only this origin's
-/// own script, style and API; no inline code; no framing.
+/// own script (ES modules included: `'self'` covers them and their
+/// imports), style and API; no inline code; no framing.
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; \
 connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
@@ -34,45 +34,20 @@ pub fn routes(state: AppState) -> Router<AppState> {
     if !state.config.enable_ui {
         return Router::new();
     }
-    Router::new()
+    let router = Router::new()
         .route("/ui", get(page))
-        .route("/ui/", get(|| async { Redirect::permanent("/ui") }))
-        .route("/ui/app.js", get(|| async { asset(JS, APP_JS) }))
-        .route("/ui/app.css", get(|| async { asset(CSS, APP_CSS) }))
-        .route(
-            "/ui/markdown.js",
-            get(|| async { asset(JS, shared::MARKDOWN_JS) }),
-        )
-        .route(
-            "/ui/vendor/marked.js",
-            get(|| async { asset(JS, shared::MARKED_JS) }),
-        )
-        .route(
-            "/ui/vendor/purify.js",
-            get(|| async { asset(JS, shared::PURIFY_JS) }),
-        )
-        .route(
-            "/ui/favicon.svg",
-            get(|| async { asset("image/svg+xml", shared::LOGO_SVG) }),
-        )
-        .route_layer(middleware::from_fn_with_state(state, guard))
+        .route("/ui/", get(|| async { Redirect::permanent("/ui") }));
+    shared::serve(router, UI).route_layer(middleware::from_fn_with_state(state, guard))
 }
 
 /// The page shell.
 #[derive(Template, WebTemplate)]
 #[template(path = "ui.html")]
-struct Page {
-    version: &'static str,
-}
+struct Page;
 
 async fn page() -> Page {
-    Page {
-        version: env!("CARGO_PKG_VERSION"),
-    }
+    Page
 }
-
-const JS: &str = "text/javascript; charset=utf-8";
-const CSS: &str = "text/css; charset=utf-8";
 
 /// `404` from the public side while the console is LAN-only; security
 /// headers on everything else.

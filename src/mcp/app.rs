@@ -2,11 +2,13 @@
 //! `ui://chatroom/board`, that hosts render in a sandboxed iframe when
 //! `show_board` is called, and the `_meta` that ties the tool to it.
 //!
-//! The document is self-contained: the dashboard's shared look and Markdown
-//! renderer, the app's own script and style, and the ext-apps app bridge
-//! (vendored verbatim, see `app/vendor/README.md`) are inlined once, at the
-//! first read. It holds no token, URL or room data: everything it shows it
-//! gets by calling tools through the host.
+//! The document is self-contained: the shared look, the shared modules the
+//! app imports (DOM, time, Markdown with its vendored libraries), the app's
+//! own script and style, and the ext-apps app bridge (vendored verbatim,
+//! see `web/board/vendor/README.md`) are inlined once, at the first read,
+//! from the embedded web tree ([`crate::assets`]). It holds no token, URL or
+//! room data: everything it shows it gets by calling tools through the
+//! host, and what it offers on a task is the task's `can`.
 
 use std::sync::LazyLock;
 
@@ -16,20 +18,14 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::http::shared::{MARKDOWN_JS, MARKED_JS, PURIFY_JS, THEME_CSS};
+use crate::assets::board::{CSS as BOARD_CSS, EXT_APPS_JS, HTML as BOARD_HTML, JS as BOARD_JS};
+use crate::assets::{self, MARKED_JS, PURIFY_JS, THEME_CSS};
 
 /// The app's resource URI, named by `show_board`'s `_meta.ui.resourceUri`.
 pub const BOARD_URI: &str = "ui://chatroom/board";
 
 /// The MIME type MCP Apps hosts look for.
 pub const MIME_TYPE: &str = "text/html;profile=mcp-app";
-
-/// The ext-apps app bridge, `dist/src/app-with-deps.js` of the npm package
-/// as published (an ES module with no imports).
-const EXT_APPS_JS: &str = include_str!("app/vendor/ext-apps-app-with-deps.js");
-const BOARD_JS: &str = include_str!("app/board.js");
-const BOARD_CSS: &str = include_str!("app/board.css");
-const BOARD_HTML: &str = include_str!("app/board.html");
 
 /// The document, assembled once.
 static DOCUMENT: LazyLock<String> = LazyLock::new(assemble);
@@ -161,13 +157,13 @@ fn assemble() -> String {
             &inline_safe(&exports_to_global(EXT_APPS_JS), "script"),
         )
         .replace(
-            "/*MARKDOWN*/",
-            &inline_safe(
-                &format!("{MARKED_JS}\n{PURIFY_JS}\n{MARKDOWN_JS}"),
-                "script",
-            ),
+            "/*VENDOR*/",
+            &inline_safe(&format!("{MARKED_JS}\n{PURIFY_JS}"), "script"),
         )
-        .replace("/*BOARD*/", &inline_safe(BOARD_JS, "script"))
+        .replace(
+            "/*BOARD*/",
+            &inline_safe(&assets::inline_modules(BOARD_JS), "script"),
+        )
 }
 
 #[cfg(test)]
@@ -198,7 +194,7 @@ mod tests {
     #[test]
     fn the_document_is_whole_and_loads_nothing() {
         let doc = assemble();
-        for marker in ["/*STYLE*/", "/*EXT_APPS*/", "/*MARKDOWN*/", "/*BOARD*/"] {
+        for marker in ["/*STYLE*/", "/*EXT_APPS*/", "/*VENDOR*/", "/*BOARD*/"] {
             assert!(!doc.contains(marker), "{marker} left in the document");
         }
         // Each inlined part closes only its own element.
@@ -208,6 +204,16 @@ mod tests {
         );
         assert_eq!(doc.matches("</style>").count(), 1);
         assert!(!doc.contains("<script src") && !doc.contains("<link"));
+        // The shared modules are inside; no import is left to load them.
+        assert!(
+            doc.contains("const __shared_dom = "),
+            "the DOM helper is inlined"
+        );
+        assert!(
+            doc.contains("const __shared_markdown = "),
+            "the renderer is inlined"
+        );
+        assert!(!doc.contains("from '/assets/"), "an import is left");
     }
 
     #[test]

@@ -46,7 +46,7 @@ fn soft_outcome(call: &Call, flag: &str, outcome: Outcome) -> Reply {
         Outcome::Done(task) => (true, None, task),
         Outcome::Refused { reason, task } => (false, Some(reason), task),
     };
-    let mut body = json!({flag: done, "task": task});
+    let mut body = json!({flag: done, "task": present::task(&task, call)});
     if let Some(reason) = reason {
         body["reason"] = json!(reason);
     }
@@ -450,7 +450,7 @@ impl Chatroom {
                 latest_message,
                 &events,
                 latest_event,
-                &call.agent,
+                &call,
             ),
         )
         .untrusted())
@@ -476,6 +476,7 @@ impl Chatroom {
                 a.before_id,
             )
             .await?;
+        let tasks = present::tasks(&tasks, &call);
         Ok(Reply::new(&call, &room, json!({"count": tasks.len(), "tasks": tasks})).untrusted())
     }
 
@@ -490,7 +491,7 @@ impl Chatroom {
             .core
             .get_task(&call, a.room.as_deref(), a.task_id)
             .await?;
-        let task_json = present::task_with_notes(&task, &notes);
+        let task_json = present::task_with_notes(&task, &notes, &call);
         Ok(Reply::new(&call, &task.room, json!({"task": task_json})).untrusted())
     }
 
@@ -517,7 +518,8 @@ impl Chatroom {
             .core
             .create_task(&call, a.room.as_deref(), req)
             .await?;
-        Ok(Reply::new(&call, &task.room, json!({"created": task})).untrusted())
+        let created = present::task(&task, &call);
+        Ok(Reply::new(&call, &task.room, json!({"created": created})).untrusted())
     }
 
     #[tool(
@@ -557,7 +559,8 @@ impl Chatroom {
             .await?;
         let reply = match outcome {
             Outcome::Done(task) => {
-                let r = Reply::new(&call, &task.room, json!({"updated": true, "task": task}));
+                let shown = present::task(&task, &call);
+                let r = Reply::new(&call, &task.room, json!({"updated": true, "task": shown}));
                 if unguarded {
                     r.with("_warning", json!(UNGUARDED_WARNING))
                 } else {
@@ -567,7 +570,7 @@ impl Chatroom {
             Outcome::Refused { reason, task } => Reply::new(
                 &call,
                 &task.room,
-                json!({"updated": false, "reason": reason, "current": task}),
+                json!({"updated": false, "reason": reason, "current": present::task(&task, &call)}),
             ),
         };
         Ok(reply.untrusted())
@@ -603,7 +606,7 @@ impl Chatroom {
         Ok(Reply::new(
             &call,
             &task.room,
-            json!({"ok": true, "note_id": note_id, "task": task}),
+            json!({"ok": true, "note_id": note_id, "task": present::task(&task, &call)}),
         )
         .untrusted())
     }
@@ -621,7 +624,8 @@ impl Chatroom {
             .core
             .submit_result(&call, a.room.as_deref(), a.task_id, &a.result)
             .await?;
-        Ok(Reply::new(&call, &task.room, json!({"submitted": true, "task": task})).untrusted())
+        let shown = present::task(&task, &call);
+        Ok(Reply::new(&call, &task.room, json!({"submitted": true, "task": shown})).untrusted())
     }
 
     #[tool(
@@ -646,7 +650,7 @@ impl Chatroom {
         Ok(Reply::new(
             &call,
             &task.room,
-            json!({"reviewed": true, "approved": a.approve, "task": task}),
+            json!({"reviewed": true, "approved": a.approve, "task": present::task(&task, &call)}),
         )
         .untrusted())
     }
@@ -662,7 +666,8 @@ impl Chatroom {
             .core
             .cancel_task(&call, a.room.as_deref(), a.task_id, a.reason.as_deref())
             .await?;
-        Ok(Reply::new(&call, &task.room, json!({"cancelled": true, "task": task})).untrusted())
+        let shown = present::task(&task, &call);
+        Ok(Reply::new(&call, &task.room, json!({"cancelled": true, "task": shown})).untrusted())
     }
 
     #[tool(

@@ -1,7 +1,8 @@
 //! Every answer's shape, once, for every surface: the result object of a
 //! call (`room`, `you_are`, the untrusted-content label), room, agent,
-//! event, task and chat JSON, the `by_you`/`mentions_you` flags, and the
-//! text digest ([`digest`]). MCP, REST, SSE, `chatroom hook` and `chatroom
+//! event, task and chat JSON (each task with `can`, the actions its viewer
+//! may take on it), the `by_you`/`mentions_you` flags, and the text digest
+//! ([`digest`]). MCP, REST, SSE, `chatroom hook` and `chatroom
 //! watch` all shape what they show here, so they cannot drift apart.
 
 pub mod digest;
@@ -10,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
 use crate::clock::fmt_ts;
+use crate::domain::board;
 use crate::domain::chat::mentions_agent;
 use crate::domain::model::{Event, Member, Message, Room};
 use crate::domain::model::{FileMeta, Note, Status, Task};
@@ -88,11 +90,91 @@ pub fn agents(members: Vec<Member>, you: &str) -> Value {
     json!({ "agents": agents })
 }
 
-/// A task with its notes thread: `{…task, notes}`.
-pub fn task_with_notes(task: &Task, notes: &[Note]) -> Value {
+/// A task as `viewer` sees it: every field, and `can`, the actions the
+/// viewer may take on it now ([`board::allowed`]).
+pub fn task(task: &Task, viewer: &Caller) -> Value {
     let mut t = json!(task);
-    t["notes"] = json!(notes);
+    t["can"] = json!(board::allowed(viewer, task));
     t
+}
+
+/// Tasks as `viewer` sees them.
+pub fn tasks(tasks: &[Task], viewer: &Caller) -> Vec<Value> {
+    tasks.iter().map(|t| task(t, viewer)).collect()
+}
+
+/// A task with its notes thread: `{…task, notes}`.
+pub fn task_with_notes(t: &Task, notes: &[Note], viewer: &Caller) -> Value {
+    let mut v = task(t, viewer);
+    v["notes"] = json!(notes);
+    v
+}
+
+/// Tasks serialized once for many viewers (the stream's shared `board`
+/// snapshot): each viewer's copy only adds its own `can` to each.
+pub struct SharedTasks {
+    /// Each task, and its JSON without the closing brace.
+    items: Vec<(Task, String)>,
+}
+
+impl SharedTasks {
+    pub fn new(tasks: Vec<Task>) -> SharedTasks {
+        let items = tasks
+            .into_iter()
+            .map(|t| {
+                let mut text = json!(t).to_string();
+                text.pop();
+                (t, text)
+            })
+            .collect();
+        SharedTasks { items }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The JSON array of the tasks as `viewer` sees them.
+    pub fn render(&self, viewer: &Caller) -> String {
+        let size: usize = self.items.iter().map(|(_, t)| t.len() + 48).sum();
+        let mut out = String::with_capacity(size + 2);
+        out.push('[');
+        for (i, (task, text)) in self.items.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(text);
+            if text.len() > 1 {
+                out.push(',');
+            }
+            out.push_str("\"can\":");
+            out.push_str(&json!(board::allowed(viewer, task)).to_string());
+            out.push('}');
+        }
+        out.push(']');
+        out
+    }
+}
+
+/// The stream's `board` event as `viewer` sees it: `{room, count, tasks,
+/// closed}`, the open tasks and the latest closed ones, each with its `can`.
+pub fn board_event(
+    room: &str,
+    open: &SharedTasks,
+    closed: &SharedTasks,
+    viewer: &Caller,
+) -> String {
+    format!(
+        "{{\"room\":{},\"count\":{},\"tasks\":{},\"closed\":{}}}",
+        json!(room),
+        open.len(),
+        open.render(viewer),
+        closed.render(viewer)
+    )
 }
 
 /// `show_board`: the tasks by status (every status, newest first), the
@@ -103,12 +185,13 @@ pub fn board(
     latest_message_id: i64,
     events: &[Event],
     latest_event_id: i64,
-    agent: &str,
+    caller: &Caller,
 ) -> Value {
     let board: Map<String, Value> = columns
         .iter()
-        .map(|(status, tasks)| (status.as_str().to_owned(), json!(tasks)))
+        .map(|(status, list)| (status.as_str().to_owned(), json!(tasks(list, caller))))
         .collect();
+    let agent = caller.agent.as_str();
     let viewer = Viewer::new(agent);
     json!({
         "board": board,

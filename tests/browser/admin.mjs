@@ -127,10 +127,47 @@ try {
   // Shown once: closing forgets it; the token list shows the agent, never the token.
   await page.click('#mint-dialog [data-close]');
   await dialog.waitFor({ state: 'hidden' });
-  check((await page.textContent('#mint-token')) === '', 'the token stayed in the page');
+  // The dialog's `close` event (which forgets the token) comes a task after it hides.
+  await page.waitForFunction(() => document.getElementById('mint-token').textContent === '', null, { timeout: 5000 })
+    .catch(() => check(false, 'the token stayed in the page'));
   await page.locator(`#tokens tr[data-agent="${AGENT}"]`).waitFor();
   check(!(await page.content()).includes(token), 'the page still holds the token');
   await page.locator('#log tr', { hasText: 'token.mint' }).first().waitFor();
+
+  // "Connect an app" from a loopback address with no CHATROOM_PUBLIC_URL:
+  // the dialog warns that claude.ai needs the public URL.
+  await page.fill('#mint-agent', 'phone-app');
+  await page.click('#connect-submit');
+  await page.locator('#connect-code').waitFor({ state: 'visible' });
+  const warning = await page.textContent('#connect-public-warning');
+  check(warning.includes('claude.ai') && warning.includes('CHATROOM_PUBLIC_URL'), `no public-URL warning: ${warning}`);
+  await page.click('#connect-dialog button.primary');
+  await page.locator('#connect-dialog').waitFor({ state: 'hidden' });
+  await page.fill('#mint-agent', '');
+
+  // On a phone (390 px): the top bar's links and buttons do not overlap,
+  // nothing scrolls the page sideways, and every revoke button is on screen.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.locator('#to-dashboard').waitFor({ state: 'visible' });
+  const phone = await page.evaluate(() => {
+    const box = (id) => document.getElementById(id).getBoundingClientRect();
+    const overlap = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    const bar = ['to-dashboard', 'who-agent', 'refresh', 'logout'].map(box);
+    const clashes = [];
+    for (let i = 0; i < bar.length; i++) for (let j = i + 1; j < bar.length; j++) if (overlap(bar[i], bar[j])) clashes.push(i + '/' + j);
+    const revokes = [...document.querySelectorAll('#tokens button.danger')].map((b) => b.getBoundingClientRect());
+    return {
+      clashes,
+      sideways: document.documentElement.scrollWidth > window.innerWidth,
+      revokes: revokes.length,
+      offscreen: revokes.filter((r) => r.right > window.innerWidth || r.left < 0).length,
+    };
+  });
+  check(phone.clashes.length === 0, `the top bar overlaps at 390 px: ${phone.clashes}`);
+  check(!phone.sideways, 'the console scrolls sideways at 390 px');
+  check(phone.revokes > 0 && phone.offscreen === 0, `revoke buttons off-screen at 390 px: ${JSON.stringify(phone)}`);
+  if (process.env.SCREENSHOT_PAGE) await page.screenshot({ path: process.env.SCREENSHOT_PAGE.replace(/\.png$/, '-390.png'), fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   // Deleting a room needs its name typed again.
   await page.fill('#room-name', 'scratch');

@@ -202,7 +202,10 @@ try {
     hash: location.hash,
     why: document.querySelector('#modal .why').textContent,
     history: [...document.querySelectorAll('#modal .history li')].map((l) => l.textContent),
+    may: document.querySelector('#modal .kvs').textContent,
   }));
+  // A read-only token may take no action: the server's `can` is empty.
+  if (!sheet.may.includes('your token mayonly look')) fail('what the token may do: ' + sheet.may);
   if (!sheet.hash.includes('task=' + blocked)) fail('the open task is not in the hash: ' + sheet.hash);
   if (!sheet.why.includes('Blocked by carol') || !sheet.why.includes('upstream fix')) fail('why it is blocked: ' + sheet.why);
   if (!sheet.history.some((h) => h.includes('carol') && h.includes('claimed'))) fail('history: ' + JSON.stringify(sheet.history));

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod consent;
 pub mod rest;
 
 use std::collections::HashMap;
@@ -192,10 +193,32 @@ impl TestServer {
         TestServer::on_database(&self.db_url).await
     }
 
+    /// A server whose domain decides at `clock`'s time (moved by hand).
+    pub async fn start_at(
+        clock: chatroom::clock::Clock,
+        tweak: impl FnOnce(&mut Config),
+    ) -> TestServer {
+        let pg = match pg_server() {
+            Some(server) => Some(PgDatabase::create(&server).await),
+            None => None,
+        };
+        let url = pg.as_ref().map(|d| d.url.clone());
+        TestServer::launch_at(url, pg, tweak, clock).await
+    }
+
     async fn launch(
         database_url: Option<String>,
         pg: Option<PgDatabase>,
         tweak: impl FnOnce(&mut Config),
+    ) -> TestServer {
+        TestServer::launch_at(database_url, pg, tweak, chatroom::clock::Clock::system()).await
+    }
+
+    async fn launch_at(
+        database_url: Option<String>,
+        pg: Option<PgDatabase>,
+        tweak: impl FnOnce(&mut Config),
+        clock: chatroom::clock::Clock,
     ) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let db_path = dir
@@ -209,7 +232,7 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
-        TestServer::serve(config, listener, dir, db_path, pg).await
+        TestServer::serve(config, listener, dir, db_path, pg, clock).await
     }
 
     /// The tests' configuration on the SQLite file `db_path`: no rate
@@ -230,12 +253,18 @@ impl TestServer {
         dir: tempfile::TempDir,
         db_path: String,
         pg: Option<PgDatabase>,
+        clock: chatroom::clock::Clock,
     ) -> TestServer {
         let db_url = config.database();
         let store = db::open(&db_url).await.expect("open db");
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
-        let handle = tokio::spawn(chatroom::server::launch(config, listener, shutdown.clone()));
+        let handle = tokio::spawn(chatroom::server::launch_at(
+            config,
+            listener,
+            shutdown.clone(),
+            clock,
+        ));
         TestServer {
             url: format!("http://{addr}"),
             addr,
@@ -367,7 +396,15 @@ impl TestServer {
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         };
-        TestServer::serve(TestServer::config(&db_path), listener, dir, db_path, None).await
+        TestServer::serve(
+            TestServer::config(&db_path),
+            listener,
+            dir,
+            db_path,
+            None,
+            chatroom::clock::Clock::system(),
+        )
+        .await
     }
 
     async fn halt(&mut self) {

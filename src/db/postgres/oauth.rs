@@ -10,8 +10,12 @@ use super::PostgresStore;
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
-    OAuthTokenRecord,
+    OAuthTokenRecord, RefreshChain, Rotation,
 };
+
+/// Rows one prune batch deletes (a short statement each, however much has
+/// expired).
+const PRUNE_BATCH: i64 = 500;
 use crate::error::Result;
 
 fn grant_from_row(r: &PgRow) -> GrantRecord {
@@ -29,11 +33,51 @@ fn grant_from_row(r: &PgRow) -> GrantRecord {
         skills: r.get("skills"),
         created_ts: r.get("created_ts"),
         revoked_ts: r.get("revoked_ts"),
+        refresh: RefreshChain {
+            hash: r.get("refresh_hash"),
+            prev_hash: r.get("refresh_prev_hash"),
+            rotated_ts: r.get("refresh_rotated_ts"),
+            expires_ts: r.get("refresh_expires_ts"),
+        },
     }
 }
 
 impl PostgresStore {
-    pub(super) async fn oauth_insert_client_impl(&self, c: &OAuthClient) -> Result<()> {
+    pub(super) async fn oauth_insert_client_impl(
+        &self,
+        c: &OAuthClient,
+        max: i64,
+        unused_before: i64,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        // Registrations on any replica count and evict one at a time.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('chatroom.oauth_clients'))")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
+             WHERE used_ts IS NULL AND created_ts <= $1 ORDER BY created_ts LIMIT $2)",
+        )
+        .bind(unused_before)
+        .bind(PRUNE_BATCH)
+        .execute(&mut *tx)
+        .await?;
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM oauth_clients")
+            .fetch_one(&mut *tx)
+            .await?;
+        if count >= max {
+            let evicted = sqlx::query(
+                "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
+                 WHERE used_ts IS NULL ORDER BY created_ts LIMIT $1)",
+            )
+            .bind(count - max + 1)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if (evicted as i64) < count - max + 1 {
+                return Ok(false);
+            }
+        }
         sqlx::query(
             "INSERT INTO oauth_clients (client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts) \
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -44,9 +88,10 @@ impl PostgresStore {
         .bind(&c.redirect_uris)
         .bind(&c.auth_method)
         .bind(c.created_ts)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(())
+        tx.commit().await?;
+        Ok(true)
     }
 
     pub(super) async fn oauth_client_impl(&self, client_id: &str) -> Result<Option<OAuthClient>> {
@@ -63,12 +108,6 @@ impl PostgresStore {
             created_ts: r.get("created_ts"),
             used_ts: r.get("used_ts"),
         }))
-    }
-
-    pub(super) async fn oauth_count_clients_impl(&self) -> Result<i64> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM oauth_clients")
-            .fetch_one(&self.pool)
-            .await?)
     }
 
     pub(super) async fn oauth_insert_connect_code_impl(&self, code: &NewConnectCode) -> Result<()> {
@@ -122,8 +161,8 @@ impl PostgresStore {
             return Ok(None);
         };
         sqlx::query(
-            "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts, redirect_uri_given) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(&code.hash)
         .bind(grant_id)
@@ -133,6 +172,7 @@ impl PostgresStore {
         .bind(&code.resource)
         .bind(now)
         .bind(code.expires_ts)
+        .bind(code.redirect_uri_given)
         .execute(&mut *tx)
         .await?;
         sqlx::query(
@@ -149,7 +189,7 @@ impl PostgresStore {
     pub(super) async fn oauth_take_auth_code_impl(&self, hash: &str, now: i64) -> Result<CodeTake> {
         let fresh = sqlx::query(
             "UPDATE oauth_auth_codes SET used_ts = $2 WHERE hash = $1 AND used_ts IS NULL \
-             RETURNING grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts",
+             RETURNING grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts, redirect_uri_given",
         )
         .bind(hash)
         .bind(now)
@@ -163,6 +203,7 @@ impl PostgresStore {
                 code_challenge: r.get("code_challenge"),
                 resource: r.get("resource"),
                 expires_ts: r.get("expires_ts"),
+                redirect_uri_given: r.get("redirect_uri_given"),
             }));
         }
         let spent: Option<i64> =
@@ -230,16 +271,62 @@ impl PostgresStore {
         Ok(found)
     }
 
-    pub(super) async fn oauth_spend_token_impl(&self, hash: &str, now: i64) -> Result<bool> {
-        Ok(sqlx::query(
-            "UPDATE oauth_tokens SET spent_ts = $2 WHERE hash = $1 AND spent_ts IS NULL",
+    pub(super) async fn oauth_grant_by_refresh_impl(
+        &self,
+        hash: &str,
+    ) -> Result<Option<GrantRecord>> {
+        let row = sqlx::query(
+            "(SELECT * FROM oauth_grants WHERE refresh_hash = $1) \
+             UNION ALL (SELECT * FROM oauth_grants WHERE refresh_prev_hash = $1) LIMIT 1",
         )
         .bind(hash)
-        .bind(now)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(grant_from_row))
+    }
+
+    pub(super) async fn oauth_grant_impl(&self, id: i64) -> Result<Option<GrantRecord>> {
+        let row = sqlx::query("SELECT * FROM oauth_grants WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(grant_from_row))
+    }
+
+    pub(super) async fn oauth_rotate_refresh_impl(&self, rot: &Rotation) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        // The compare-and-set is the single rotation, on any replica: a
+        // second request with the same token waits on the row's lock, then
+        // finds the live token changed and updates nothing.
+        let changed = sqlx::query(
+            "UPDATE oauth_grants SET refresh_prev_hash = refresh_hash, refresh_hash = $3, \
+             refresh_rotated_ts = $4, refresh_expires_ts = $5 \
+             WHERE id = $1 AND revoked_ts IS NULL AND refresh_hash IS NOT DISTINCT FROM $2",
+        )
+        .bind(rot.grant_id)
+        .bind(&rot.old_hash)
+        .bind(&rot.new_hash)
+        .bind(rot.now)
+        .bind(rot.expires_ts)
+        .execute(&mut *tx)
         .await?
-        .rows_affected()
-            == 1)
+        .rows_affected();
+        if changed == 0 {
+            return Ok(false);
+        }
+        let t = &rot.access;
+        sqlx::query(
+            "INSERT INTO oauth_tokens (hash, grant_id, kind, created_ts, expires_ts) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&t.hash)
+        .bind(t.grant_id)
+        .bind(t.kind)
+        .bind(rot.now)
+        .bind(t.expires_ts)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     pub(super) async fn oauth_revoke_grant_impl(&self, grant_id: i64, now: i64) -> Result<bool> {
@@ -305,30 +392,46 @@ impl PostgresStore {
         let mut n = 0;
         for (sql, cutoff) in [
             (
-                "DELETE FROM oauth_clients WHERE used_ts IS NULL AND created_ts <= $1",
+                "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
+                 WHERE used_ts IS NULL AND created_ts <= $1 ORDER BY created_ts LIMIT $2)",
                 now - UNUSED_CLIENT_TTL_MS,
             ),
             (
-                "DELETE FROM oauth_connect_codes WHERE expires_ts <= $1",
+                "DELETE FROM oauth_connect_codes WHERE id IN (SELECT id FROM oauth_connect_codes \
+                 WHERE expires_ts <= $1 LIMIT $2)",
                 now,
             ),
             (
-                "DELETE FROM oauth_auth_codes WHERE expires_ts <= $1",
+                "DELETE FROM oauth_auth_codes WHERE id IN (SELECT id FROM oauth_auth_codes \
+                 WHERE expires_ts <= $1 LIMIT $2)",
                 now - AUTH_CODE_TTL_MS,
             ),
-            ("DELETE FROM oauth_tokens WHERE expires_ts <= $1", now),
             (
-                "DELETE FROM oauth_grants g WHERE g.revoked_ts IS NULL AND g.created_ts <= $1 \
+                "DELETE FROM oauth_tokens WHERE id IN (SELECT id FROM oauth_tokens \
+                 WHERE expires_ts <= $1 LIMIT $2)",
+                now,
+            ),
+            (
+                "DELETE FROM oauth_grants WHERE id IN (SELECT g.id FROM oauth_grants g \
+                 WHERE g.revoked_ts IS NULL AND g.created_ts <= $1 \
+                 AND (g.refresh_expires_ts IS NULL OR g.refresh_expires_ts <= $1) \
                  AND NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id) \
-                 AND NOT EXISTS (SELECT 1 FROM oauth_auth_codes a WHERE a.grant_id = g.id)",
+                 AND NOT EXISTS (SELECT 1 FROM oauth_auth_codes a WHERE a.grant_id = g.id) LIMIT $2)",
                 now - AUTH_CODE_TTL_MS,
             ),
         ] {
-            n += sqlx::query(sql)
-                .bind(cutoff)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+            loop {
+                let done = sqlx::query(sql)
+                    .bind(cutoff)
+                    .bind(PRUNE_BATCH)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                n += done;
+                if (done as i64) < PRUNE_BATCH {
+                    break;
+                }
+            }
         }
         Ok(n)
     }

@@ -34,7 +34,7 @@ use super::*;
 use crate::domain::events;
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
-    OAuthTokenRecord,
+    OAuthTokenRecord, Rotation,
 };
 use crate::error::Error;
 use writer::Writer;
@@ -280,6 +280,16 @@ fn row<T, P: rusqlite::Params>(
 fn exec<P: rusqlite::Params>(c: &Connection, sql: &str, params: P) -> Result<u64> {
     let mut stmt = c.prepare_cached(sql)?;
     Ok(stmt.execute(params)? as u64)
+}
+
+// Who holds a room's membership: every token and every OAuth grant (an app
+// signed in with a connect code is an agent like a token's), one rule for
+// the member list and the mention index.
+macro_rules! credentials {
+    () => {
+        "(SELECT agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, revoked_ts FROM tokens \
+         UNION ALL SELECT agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, revoked_ts FROM oauth_grants)"
+    };
 }
 
 // The columns of the rows read on every call, in the order their `*_from_row`
@@ -922,13 +932,14 @@ impl Store for SqliteStore {
         self.read(|c| {
             rows(
                 c,
+                concat!(
                 "SELECT t.agent, MAX(t.lead) AS lead, MIN(t.readonly) AS readonly, MAX(t.admin) AS admin, \
                  t.skills, (SELECT p.last_seen_ts FROM presence p WHERE p.room = ?1 AND p.agent = t.agent) AS last_seen \
-                 FROM tokens t \
+                 FROM ", credentials!(), " t \
                  WHERE t.revoked_ts IS NULL AND (t.room = ?1 \
                     OR EXISTS (SELECT 1 FROM json_each(t.also_rooms) j WHERE j.value = ?1) \
                     OR (t.all_rooms = 1 AND EXISTS (SELECT 1 FROM presence p WHERE p.room = ?1 AND p.agent = t.agent))) \
-                 GROUP BY t.agent ORDER BY t.agent",
+                 GROUP BY t.agent ORDER BY t.agent"),
                 [room],
                 |r| {
                     Ok(Member {
@@ -948,9 +959,12 @@ impl Store for SqliteStore {
         self.read(|c| {
             rows(
                 c,
-                "SELECT DISTINCT lower(t.agent) FROM tokens t \
-                 WHERE t.revoked_ts IS NULL AND (t.room = ?1 OR t.all_rooms = 1 \
-                    OR EXISTS (SELECT 1 FROM json_each(t.also_rooms) j WHERE j.value = ?1))",
+                concat!(
+                    "SELECT DISTINCT lower(t.agent) FROM ",
+                    credentials!(),
+                    " t WHERE t.revoked_ts IS NULL AND (t.room = ?1 OR t.all_rooms = 1 \
+                    OR EXISTS (SELECT 1 FROM json_each(t.also_rooms) j WHERE j.value = ?1))"
+                ),
                 [room],
                 |r| r.get(0),
             )
@@ -1745,14 +1759,17 @@ impl Store for SqliteStore {
     }
 
     // OAuth: see `oauth.rs` beside this file.
-    async fn oauth_insert_client(&self, client: &OAuthClient) -> Result<()> {
-        self.oauth_insert_client_impl(client).await
+    async fn oauth_insert_client(
+        &self,
+        client: &OAuthClient,
+        max: i64,
+        unused_before: i64,
+    ) -> Result<bool> {
+        self.oauth_insert_client_impl(client, max, unused_before)
+            .await
     }
     async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
         self.oauth_client_impl(client_id).await
-    }
-    async fn oauth_count_clients(&self) -> Result<i64> {
-        self.oauth_count_clients_impl().await
     }
     async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
         self.oauth_insert_connect_code_impl(code).await
@@ -1777,8 +1794,14 @@ impl Store for SqliteStore {
     async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
         self.oauth_token_impl(hash).await
     }
-    async fn oauth_spend_token(&self, hash: &str, now: i64) -> Result<bool> {
-        self.oauth_spend_token_impl(hash, now).await
+    async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
+        self.oauth_grant_by_refresh_impl(hash).await
+    }
+    async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
+        self.oauth_grant_impl(id).await
+    }
+    async fn oauth_rotate_refresh(&self, rotation: &Rotation) -> Result<bool> {
+        self.oauth_rotate_refresh_impl(rotation).await
     }
     async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
         self.oauth_revoke_grant_impl(grant_id, now).await

@@ -7,14 +7,19 @@ use super::{SqliteStore, exec, json_list, parse_list, row, rows};
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
-    OAuthTokenRecord,
+    OAuthTokenRecord, RefreshChain, Rotation,
 };
+
+/// Rows one prune batch deletes: each batch is its own short write, so the
+/// single writer is never held long, however much has expired.
+const PRUNE_BATCH: i64 = 500;
 use crate::error::{Error, Result};
 
 macro_rules! grant_columns {
     () => {
         "g.id, g.client_id, g.client_name, g.agent, g.room, g.also_rooms, g.readonly, g.admin, \
-         g.all_rooms, g.lead, g.skills, g.created_ts, g.revoked_ts"
+         g.all_rooms, g.lead, g.skills, g.created_ts, g.revoked_ts, g.refresh_hash, \
+         g.refresh_prev_hash, g.refresh_rotated_ts, g.refresh_expires_ts"
     };
 }
 
@@ -33,12 +38,43 @@ fn grant_from_row(r: &Row, at: usize) -> rusqlite::Result<GrantRecord> {
         skills: parse_list(&r.get::<_, String>(at + 10)?),
         created_ts: r.get(at + 11)?,
         revoked_ts: r.get(at + 12)?,
+        refresh: RefreshChain {
+            hash: r.get(at + 13)?,
+            prev_hash: r.get(at + 14)?,
+            rotated_ts: r.get(at + 15)?,
+            expires_ts: r.get(at + 16)?,
+        },
     })
 }
 
 impl SqliteStore {
-    pub(super) async fn oauth_insert_client_impl(&self, c: &OAuthClient) -> Result<()> {
+    pub(super) async fn oauth_insert_client_impl(
+        &self,
+        c: &OAuthClient,
+        max: i64,
+        unused_before: i64,
+    ) -> Result<bool> {
         self.write(|conn| {
+            // By the partial index on unused registrations, oldest first.
+            exec(
+                conn,
+                "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
+                 WHERE used_ts IS NULL AND created_ts <= ?1 ORDER BY created_ts LIMIT ?2)",
+                params![unused_before, PRUNE_BATCH],
+            )?;
+            let count: i64 =
+                row(conn, "SELECT COUNT(*) FROM oauth_clients", [], |r| r.get(0))?.unwrap_or(0);
+            if count >= max {
+                let evicted = exec(
+                    conn,
+                    "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
+                     WHERE used_ts IS NULL ORDER BY created_ts LIMIT ?1)",
+                    [count - max + 1],
+                )?;
+                if (evicted as i64) < count - max + 1 {
+                    return Ok(false);
+                }
+            }
             exec(
                 conn,
                 "INSERT INTO oauth_clients (client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts) \
@@ -52,7 +88,7 @@ impl SqliteStore {
                     c.created_ts
                 ],
             )?;
-            Ok(())
+            Ok(true)
         })
         .await
     }
@@ -76,12 +112,6 @@ impl SqliteStore {
                     })
                 },
             )
-        })
-    }
-
-    pub(super) async fn oauth_count_clients_impl(&self) -> Result<i64> {
-        self.read(|c| {
-            Ok(row(c, "SELECT COUNT(*) FROM oauth_clients", [], |r| r.get(0))?.unwrap_or(0))
         })
     }
 
@@ -158,8 +188,8 @@ impl SqliteStore {
             .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
             exec(
                 c,
-                "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts, redirect_uri_given) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     code.hash,
                     grant_id,
@@ -168,7 +198,8 @@ impl SqliteStore {
                     code.code_challenge,
                     code.resource,
                     now,
-                    code.expires_ts
+                    code.expires_ts,
+                    code.redirect_uri_given
                 ],
             )?;
             exec(
@@ -186,7 +217,7 @@ impl SqliteStore {
             let fresh = row(
                 c,
                 "UPDATE oauth_auth_codes SET used_ts = ?2 WHERE hash = ?1 AND used_ts IS NULL \
-                 RETURNING grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts",
+                 RETURNING grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts, redirect_uri_given",
                 params![hash, now],
                 |r| {
                     Ok(AuthCode {
@@ -196,6 +227,7 @@ impl SqliteStore {
                         code_challenge: r.get(3)?,
                         resource: r.get(4)?,
                         expires_ts: r.get(5)?,
+                        redirect_uri_given: r.get(6)?,
                     })
                 },
             )?;
@@ -259,13 +291,64 @@ impl SqliteStore {
         })
     }
 
-    pub(super) async fn oauth_spend_token_impl(&self, hash: &str, now: i64) -> Result<bool> {
-        self.write(|c| {
-            Ok(exec(
+    pub(super) async fn oauth_grant_by_refresh_impl(
+        &self,
+        hash: &str,
+    ) -> Result<Option<GrantRecord>> {
+        self.read(|c| {
+            row(
                 c,
-                "UPDATE oauth_tokens SET spent_ts = ?2 WHERE hash = ?1 AND spent_ts IS NULL",
-                params![hash, now],
-            )? == 1)
+                concat!(
+                    "SELECT ",
+                    grant_columns!(),
+                    " FROM oauth_grants g WHERE g.refresh_hash = ?1 \
+                     UNION ALL SELECT ",
+                    grant_columns!(),
+                    " FROM oauth_grants g WHERE g.refresh_prev_hash = ?1 LIMIT 1"
+                ),
+                [hash],
+                |r| grant_from_row(r, 0),
+            )
+        })
+    }
+
+    pub(super) async fn oauth_grant_impl(&self, id: i64) -> Result<Option<GrantRecord>> {
+        self.read(|c| {
+            row(
+                c,
+                concat!(
+                    "SELECT ",
+                    grant_columns!(),
+                    " FROM oauth_grants g WHERE g.id = ?1"
+                ),
+                [id],
+                |r| grant_from_row(r, 0),
+            )
+        })
+    }
+
+    pub(super) async fn oauth_rotate_refresh_impl(&self, rot: &Rotation) -> Result<bool> {
+        self.write(|c| {
+            // The compare-and-set is the single rotation: of two requests
+            // with one token, the writer runs one after the other, and the
+            // second finds the live token changed.
+            let changed = exec(
+                c,
+                "UPDATE oauth_grants SET refresh_prev_hash = refresh_hash, refresh_hash = ?3, \
+                 refresh_rotated_ts = ?4, refresh_expires_ts = ?5 \
+                 WHERE id = ?1 AND revoked_ts IS NULL AND refresh_hash IS ?2",
+                params![rot.grant_id, rot.old_hash, rot.new_hash, rot.now, rot.expires_ts],
+            )?;
+            if changed == 0 {
+                return Ok(false);
+            }
+            let t = &rot.access;
+            exec(
+                c,
+                "INSERT INTO oauth_tokens (hash, grant_id, kind, created_ts, expires_ts) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![t.hash, t.grant_id, t.kind, rot.now, t.expires_ts],
+            )?;
+            Ok(true)
         })
         .await
     }
@@ -343,35 +426,54 @@ impl SqliteStore {
     }
 
     pub(super) async fn oauth_prune_impl(&self, now: i64) -> Result<u64> {
-        self.write(|c| {
-            let mut n = exec(
-                c,
-                "DELETE FROM oauth_clients WHERE used_ts IS NULL AND created_ts <= ?1",
-                [now - UNUSED_CLIENT_TTL_MS],
-            )?;
-            n += exec(
-                c,
-                "DELETE FROM oauth_connect_codes WHERE expires_ts <= ?1",
-                [now],
-            )?;
+        // Each statement deletes one batch by index; it runs again while a
+        // batch came back full, each time as a write of its own.
+        let batches: [(&str, i64); 5] = [
+            (
+                "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
+                 WHERE used_ts IS NULL AND created_ts <= ?1 ORDER BY created_ts LIMIT ?2)",
+                now - UNUSED_CLIENT_TTL_MS,
+            ),
+            (
+                "DELETE FROM oauth_connect_codes WHERE id IN (SELECT id FROM oauth_connect_codes \
+                 WHERE expires_ts <= ?1 LIMIT ?2)",
+                now,
+            ),
             // Spent codes stay until well past their expiry, so a replay is
             // still recognised (and revokes the grant) while it matters.
-            n += exec(
-                c,
-                "DELETE FROM oauth_auth_codes WHERE expires_ts <= ?1",
-                [now - AUTH_CODE_TTL_MS],
-            )?;
-            n += exec(c, "DELETE FROM oauth_tokens WHERE expires_ts <= ?1", [now])?;
-            // A grant with no token and no pending code left has run out.
-            n += exec(
-                c,
-                "DELETE FROM oauth_grants WHERE revoked_ts IS NULL AND created_ts <= ?1 \
-                 AND NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = oauth_grants.id) \
-                 AND NOT EXISTS (SELECT 1 FROM oauth_auth_codes a WHERE a.grant_id = oauth_grants.id)",
-                [now - AUTH_CODE_TTL_MS],
-            )?;
-            Ok(n)
-        })
-        .await
+            (
+                "DELETE FROM oauth_auth_codes WHERE id IN (SELECT id FROM oauth_auth_codes \
+                 WHERE expires_ts <= ?1 LIMIT ?2)",
+                now - AUTH_CODE_TTL_MS,
+            ),
+            (
+                "DELETE FROM oauth_tokens WHERE id IN (SELECT id FROM oauth_tokens \
+                 WHERE expires_ts <= ?1 LIMIT ?2)",
+                now,
+            ),
+            // A grant whose refresh token expired (or that never got one)
+            // and has no live access token or pending code has run out.
+            (
+                "DELETE FROM oauth_grants WHERE id IN (SELECT g.id FROM oauth_grants g \
+                 WHERE g.revoked_ts IS NULL AND g.created_ts <= ?1 \
+                 AND (g.refresh_expires_ts IS NULL OR g.refresh_expires_ts <= ?1) \
+                 AND NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id) \
+                 AND NOT EXISTS (SELECT 1 FROM oauth_auth_codes a WHERE a.grant_id = g.id) LIMIT ?2)",
+                now - AUTH_CODE_TTL_MS,
+            ),
+        ];
+        let mut n = 0;
+        for (sql, cutoff) in batches {
+            loop {
+                let done = self
+                    .write(|c| exec(c, sql, params![cutoff, PRUNE_BATCH]))
+                    .await?;
+                n += done;
+                if (done as i64) < PRUNE_BATCH {
+                    break;
+                }
+            }
+        }
+        Ok(n)
     }
 }

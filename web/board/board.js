@@ -7,44 +7,27 @@
 // it learns from `whoami`, and it offers nothing else.
 //
 // Everything agents wrote (titles, bodies, notes, results, messages, event
-// details) is rendered by ChatroomMarkdown (escaped HTML, DOMPurify after)
-// or set as text; never as markup of ours.
-'use strict';
+// details) is rendered by the shared markdown.js (escaped HTML, DOMPurify
+// after) or set as text; never as markup of ours.
+//
+// What the caller may do with a task the server says, in the task's `can`
+// (the domain's rules); this app keeps no copy of them. The shared modules
+// imported below are inlined into the document when the server assembles
+// it (src/mcp/app.rs).
+import { $, el } from '/assets/dom.js';
+import { clock as when } from '/assets/time.js';
+import { render as renderMarkdown } from '/assets/markdown.js';
 
 const { App, PostMessageTransport, applyDocumentTheme, applyHostStyleVariables, applyHostFonts } = globalThis.McpExtApps;
-const Md = globalThis.ChatroomMarkdown;
 
 const STATUSES = ['pending', 'in_progress', 'blocked', 'in_review', 'done', 'cancelled'];
 const LABELS = { pending: 'Pending', in_progress: 'In progress', blocked: 'Blocked', in_review: 'In review', done: 'Done', cancelled: 'Cancelled' };
 const REFRESH_MS = 30000;
 
-const $ = (id) => document.getElementById(id);
 const state = { me: null, room: null, data: null, replyTo: null, open: null, busy: false };
 
-/** An element with attributes and children (strings become text). */
-function el(tag, attrs, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = v;
-    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) e.append(c);
-  return e;
-}
-
 const markdown = (text, inline) =>
-  Md.render(String(text ?? ''), { inline, me: state.me?.agent, taskHref: (n) => '#task-' + n });
-
-function when(ts) {
-  if (!ts) return '';
-  const d = new Date(ts);
-  if (Number.isNaN(d.getTime())) return String(ts);
-  const same = d.toDateString() === new Date().toDateString();
-  return same ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : d.toLocaleDateString([], { month: 'short', day: 'numeric' });
-}
+  renderMarkdown(String(text ?? ''), { inline, me: state.me?.agent, taskHref: (n) => '#task-' + n });
 
 // ---------- the host ----------
 
@@ -93,10 +76,8 @@ function status(text) {
 
 const writable = () => !!state.me && !state.me.readonly;
 const mine = (t) => t.assignee && t.assignee === state.me?.agent;
-const canClaim = (t) => writable() && (t.status === 'pending' || t.status === 'blocked') && (!t.assignee || mine(t)) && !(t.blocked_by_unfinished || []).length;
-const canRelease = (t) => writable() && mine(t) && (t.status === 'in_progress' || t.status === 'blocked');
-const canReview = (t) => writable() && t.status === 'in_review' && (state.me.lead || t.created_by === state.me.agent);
-const canNote = () => writable();
+/** Whether the server lists `action` in the task's `can`. */
+const may = (t, action) => Array.isArray(t.can) && t.can.includes(action);
 
 // ---------- actions ----------
 
@@ -139,8 +120,8 @@ const addNote = (t, body) => act('Adding a note', () => call('add_note', { task_
 
 function card(t) {
   const buttons = [];
-  if (canClaim(t)) buttons.push(el('button', { type: 'button', class: 'small primary', 'data-act': 'claim', onclick: (e) => { e.stopPropagation(); claim(t); } }, 'Claim'));
-  if (canReview(t)) buttons.push(el('button', { type: 'button', class: 'small primary', 'data-act': 'approve', onclick: (e) => { e.stopPropagation(); approve(t); } }, 'Approve'));
+  if (may(t, 'claim')) buttons.push(el('button', { type: 'button', class: 'small primary', 'data-act': 'claim', onclick: (e) => { e.stopPropagation(); claim(t); } }, 'Claim'));
+  if (may(t, 'review')) buttons.push(el('button', { type: 'button', class: 'small primary', 'data-act': 'approve', onclick: (e) => { e.stopPropagation(); approve(t); } }, 'Approve'));
   const meta = [
     el('span', { class: 'id' }, '#' + t.id),
     t.priority && t.priority !== 'normal' ? el('span', { class: 'badge prio-' + t.priority }, t.priority) : null,
@@ -262,13 +243,13 @@ async function openTask(id, near) {
     ? el('div', { class: 'notes' }, notes.map((n) => el('div', { class: 'msg' }, el('div', { class: 'msg-head' }, el('strong', {}, n.author), el('span', { class: 'faint' }, when(n.ts))), el('div', { class: 'md' }, markdown(n.body, false)))))
     : el('p', { class: 'faint' }, 'No notes.'));
   const buttons = [];
-  if (canClaim(task)) buttons.push(el('button', { type: 'button', class: 'primary small', 'data-act': 'claim', onclick: () => claim(task) }, 'Claim'));
-  if (canRelease(task)) buttons.push(el('button', { type: 'button', class: 'small', 'data-act': 'release', onclick: () => release(task) }, 'Release'));
-  if (canReview(task)) buttons.push(el('button', { type: 'button', class: 'primary small', 'data-act': 'approve', onclick: () => approve(task) }, 'Approve'));
-  if (canNote() || canReview(task)) {
-    const text = el('textarea', { id: 'note-body', rows: 2, maxlength: 4000, placeholder: canReview(task) ? 'A note (a rejection needs one)' : 'Add a note', 'aria-label': 'Note' });
-    const noteBtn = canNote() ? el('button', { type: 'button', class: 'small', 'data-act': 'note', onclick: () => text.value.trim() ? addNote(task, text.value) : problem('Write the note first.') }, 'Add note') : null;
-    const rejectBtn = canReview(task) ? el('button', { type: 'button', class: 'small danger', 'data-act': 'reject', onclick: () => reject(task, text.value) }, 'Reject') : null;
+  if (may(task, 'claim')) buttons.push(el('button', { type: 'button', class: 'primary small', 'data-act': 'claim', onclick: () => claim(task) }, 'Claim'));
+  if (may(task, 'release')) buttons.push(el('button', { type: 'button', class: 'small', 'data-act': 'release', onclick: () => release(task) }, 'Release'));
+  if (may(task, 'review')) buttons.push(el('button', { type: 'button', class: 'primary small', 'data-act': 'approve', onclick: () => approve(task) }, 'Approve'));
+  if (may(task, 'note') || may(task, 'review')) {
+    const text = el('textarea', { id: 'note-body', rows: 2, maxlength: 4000, placeholder: may(task, 'review') ? 'A note (a rejection needs one)' : 'Add a note', 'aria-label': 'Note' });
+    const noteBtn = may(task, 'note') ? el('button', { type: 'button', class: 'small', 'data-act': 'note', onclick: () => text.value.trim() ? addNote(task, text.value) : problem('Write the note first.') }, 'Add note') : null;
+    const rejectBtn = may(task, 'review') ? el('button', { type: 'button', class: 'small danger', 'data-act': 'reject', onclick: () => reject(task, text.value) }, 'Reject') : null;
     parts.push(el('div', { class: 'note-form' }, text, el('div', { class: 'row' }, noteBtn, rejectBtn)));
   }
   if (buttons.length) parts.push(el('div', { class: 'card-actions' }, buttons));
