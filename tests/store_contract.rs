@@ -1036,3 +1036,157 @@ fn wait_timeout_is_clamped_by_the_domain() {
     );
     assert_eq!(settings.wait_timeout(Some(1e9)), Duration::from_secs(30));
 }
+
+/// Posts `count` messages by `author` to `room`, many at once (so the
+/// writers commit them in groups, as under load).
+async fn post_many(s: &Arc<dyn Store>, room: &str, author: &'static str, count: usize) -> Vec<i64> {
+    let mut posts = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let (s, room) = (s.clone(), room.to_owned());
+        posts.spawn(async move {
+            let body = format!("{author} {i}");
+            let record =
+                message_record(Record::new(author, Some("post_message"), NOW), &body, None);
+            s.post_message(&room, &body, None, record)
+                .await
+                .unwrap()
+                .1
+                .id
+        });
+    }
+    posts.join_all().await
+}
+
+/// Many advancing reads of one cursor at once (the prompt hook and the
+/// agent's own `whats_new` share one) while writers post: across all the
+/// answers no event is shown twice and none is skipped, every answer gets
+/// its page the first time, and the cursor ends past everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_cursor_read_by_many_at_once_shows_each_event_once() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for b in backends().await {
+        let n = b.name;
+        let s = b.store.clone();
+        s.create_room(&room("shared"), NOW).await.unwrap();
+        let writing = Arc::new(AtomicBool::new(true));
+        let mut readers = tokio::task::JoinSet::new();
+        for r in 0..12usize {
+            let (s, writing) = (s.clone(), writing.clone());
+            readers.spawn(async move {
+                let mut answers = Vec::new();
+                loop {
+                    let done = !writing.load(Ordering::SeqCst);
+                    // Half leave carol's own events out, as the hook does.
+                    let page = s
+                        .events_after_cursor("shared", "carol", 7, true, r % 2 == 0)
+                        .await
+                        .unwrap_or_else(|e| panic!("reader {r}: {e}"));
+                    let ids: Vec<(i64, String)> = page
+                        .events
+                        .iter()
+                        .map(|e| (e.id, e.actor.clone()))
+                        .collect();
+                    let idle = ids.is_empty();
+                    answers.push((page.since, ids));
+                    if done && idle && page.remaining == 0 && !page.remaining_more {
+                        return answers;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            });
+        }
+        let (a, bob, own) = tokio::join!(
+            post_many(&s, "shared", "alice", 150),
+            post_many(&s, "shared", "bob", 150),
+            post_many(&s, "shared", "carol", 60),
+        );
+        writing.store(false, Ordering::SeqCst);
+        let answers: Vec<_> = readers.join_all().await.into_iter().flatten().collect();
+        let mut shown: Vec<i64> = Vec::new();
+        for (since, ids) in &answers {
+            assert!(
+                ids.iter().all(|(id, _)| id > since),
+                "{n}: a page starts after its cursor"
+            );
+            assert!(
+                ids.windows(2).all(|w| w[0].0 < w[1].0),
+                "{n}: a page is in order"
+            );
+            shown.extend(ids.iter().map(|(id, _)| *id));
+        }
+        let count = shown.len();
+        shown.sort_unstable();
+        shown.dedup();
+        assert_eq!(shown.len(), count, "{n}: an event was shown twice");
+        let mut peers: Vec<i64> = a.into_iter().chain(bob).collect();
+        peers.sort_unstable();
+        let shown_peers: Vec<i64> = shown
+            .iter()
+            .copied()
+            .filter(|id| !own.contains(id))
+            .collect();
+        assert_eq!(
+            shown_peers, peers,
+            "{n}: every peer event shown once, none skipped"
+        );
+        let latest = s.latest_event_id("shared").await.unwrap();
+        assert_eq!(s.cursor("shared", "carol").await.unwrap(), latest, "{n}");
+    }
+}
+
+/// `remaining` counts what a page leaves exactly up to the cap, then says
+/// the cap and `remaining_more`; the caller's own events left out are not
+/// counted. The cursor moves the same either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn remaining_is_exact_then_capped() {
+    use chatroom::domain::events::REMAINING_CAP;
+    for b in backends().await {
+        let n = b.name;
+        let s = b.store.clone();
+        s.create_room(&room("deep"), NOW).await.unwrap();
+        post_many(&s, "deep", "alice", 30).await;
+        post_many(&s, "deep", "carol", 5).await;
+        let peek = |own| s.events_after_cursor("deep", "carol", 10, false, own);
+        let all = peek(false).await.unwrap();
+        assert_eq!(
+            (all.events.len(), all.remaining, all.remaining_more),
+            (10, 25, false),
+            "{n}"
+        );
+        let others = peek(true).await.unwrap();
+        assert_eq!(
+            (others.events.len(), others.remaining),
+            (10, 20),
+            "{n}: own left out"
+        );
+        assert!(!others.remaining_more, "{n}");
+        post_many(&s, "deep", "alice", REMAINING_CAP as usize).await;
+        let far = peek(false).await.unwrap();
+        assert_eq!(
+            (far.remaining, far.remaining_more),
+            (REMAINING_CAP, true),
+            "{n}: capped"
+        );
+        // Read to the end: the count comes down to an exact one again.
+        let total = 35 + REMAINING_CAP;
+        let mut seen = 0;
+        loop {
+            let page = s
+                .events_after_cursor("deep", "carol", 200, true, false)
+                .await
+                .unwrap();
+            seen += page.events.len() as i64;
+            let left = total - seen;
+            assert_eq!(page.remaining, left.min(REMAINING_CAP), "{n}: after {seen}");
+            assert_eq!(
+                page.remaining_more,
+                left > REMAINING_CAP,
+                "{n}: after {seen}"
+            );
+            if page.events.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(seen, total, "{n}");
+    }
+}

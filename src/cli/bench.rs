@@ -57,6 +57,9 @@ pub struct BenchArgs {
     /// token's room (a room the first token cannot read) before measuring.
     #[arg(long, default_value_t = 20_000)]
     foreign: u64,
+    /// Backlogs `growth` measures at, in events behind (ascending).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+    backlog: Vec<u64>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -84,6 +87,12 @@ enum Scenario {
     /// words, while the last token's room (another room) holds `--foreign`
     /// messages full of them: what a search costs should not depend on it.
     Search,
+    /// Extra: how `whats_new` grows with the backlog. The first token posts
+    /// (many posts at once, through `post_message`) until the second token's
+    /// cursor is `--backlog` events behind, for each size in turn; at each,
+    /// 15 calls one after another and 16 at once on that one cursor (as the
+    /// prompt hook and the agent share one).
+    Growth,
     All,
 }
 
@@ -475,6 +484,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 .await
             }
             Scenario::Search => search(&agents, args.concurrency, duration, args.foreign).await?,
+            Scenario::Growth => growth(&agents, args.concurrency, &args.backlog, args.json).await?,
             Scenario::All | Scenario::Baseline => unreachable!(),
         };
         if let Some(b) = baseline
@@ -730,6 +740,88 @@ async fn prefill(agents: &[Agent], concurrency: usize, n: u64) -> anyhow::Result
     progress.abort();
     eprintln!();
     outcome
+}
+
+/// `growth`: see [`Scenario::Growth`]. The report's latencies are the
+/// single calls' at every size; `extra.sizes` has each size's median and
+/// the 16 callers' p99.
+async fn growth(
+    agents: &[Agent],
+    concurrency: usize,
+    sizes: &[u64],
+    json: bool,
+) -> anyhow::Result<Report> {
+    const ONE_BY_ONE: usize = 15;
+    const AT_ONCE: usize = 16;
+    const PAGE: i64 = 50;
+    let [poster, reader, ..] = agents else {
+        anyhow::bail!(
+            "growth needs two --token of one room: a poster and a reader (another agent)"
+        );
+    };
+    if sizes.is_empty() || sizes.windows(2).any(|w| w[0] >= w[1]) {
+        anyhow::bail!("--backlog takes ascending sizes, e.g. 1000,10000,100000");
+    }
+    // The reader starts at the end of the room.
+    loop {
+        let r = reader
+            .call("whats_new", json!({"limit": 200}))
+            .await
+            .map_err(|e| anyhow::anyhow!(e))?;
+        if r["count"].as_i64().unwrap_or(0) == 0 {
+            break;
+        }
+    }
+    let origin = Origin::now();
+    let timed = async |a: &Agent| {
+        let sent = Instant::now();
+        let r = a.call_ok("whats_new", json!({"limit": PAGE})).await;
+        (r, origin.sample(sent, Instant::now()))
+    };
+    let (mut samples, mut rows, mut errors) = (Vec::new(), Vec::new(), 0);
+    let mut behind = 0u64;
+    for &size in sizes {
+        let seeded = Instant::now();
+        prefill(std::slice::from_ref(poster), concurrency, size - behind).await?;
+        let seed_s = seeded.elapsed().as_secs_f64();
+        let mut single = Vec::new();
+        for _ in 0..ONE_BY_ONE {
+            let (r, s) = timed(reader).await;
+            errors += u64::from(r.is_err());
+            single.push(s.latency_us);
+            samples.push(s);
+        }
+        let mut shared: Vec<u64> = futures::future::join_all((0..AT_ONCE).map(|_| timed(reader)))
+            .await
+            .into_iter()
+            .map(|(r, s)| {
+                errors += u64::from(r.is_err());
+                s.latency_us
+            })
+            .collect();
+        single.sort_unstable();
+        shared.sort_unstable();
+        let median_ms = single[single.len() / 2] as f64 / 1000.0;
+        let p99_ms = shared[((shared.len() - 1) as f64 * 0.99).round() as usize] as f64 / 1000.0;
+        if !json {
+            println!(
+                "growth {size:>8} behind: whats_new median {median_ms:>7.2} ms, {AT_ONCE} at once p99 {p99_ms:>7.2} ms (seeded in {seed_s:.1} s)"
+            );
+        }
+        rows.push(json!({"behind": size, "median_ms": median_ms, "at_once_p99_ms": p99_ms, "seed_s": seed_s}));
+        behind = size - ((ONE_BY_ONE + AT_ONCE) as u64 * PAGE as u64).min(size);
+    }
+    let mut r = Report {
+        scenario: "growth".into(),
+        concurrency: AT_ONCE,
+        seconds: origin.at.elapsed().as_secs_f64(),
+        calls: samples.len() as u64,
+        errors,
+        ..Report::default()
+    };
+    fill_latencies(&mut r, origin, samples);
+    r.extra.insert("sizes".into(), Value::Array(rows));
+    Ok(r)
 }
 
 /// The words of the foreign room's messages, and of every search.

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 mod cache;
 mod oauth;
+mod turns;
 mod writer;
 
 use cache::{Cache, Lookup};
@@ -57,6 +58,8 @@ pub struct PostgresStore {
     /// Tokens, rooms and OAuth access tokens read, trusted while the relay
     /// hears their changes (`postgres/cache.rs`).
     cache: Arc<Cache>,
+    /// Advancing reads of one cursor queue here (`postgres/turns.rs`).
+    turns: turns::Turns,
 }
 
 impl PostgresStore {
@@ -82,6 +85,7 @@ impl PostgresStore {
             pool,
             options,
             cache: Arc::new(Cache::new()),
+            turns: turns::Turns::default(),
         })
     }
 
@@ -104,74 +108,106 @@ struct CursorPage {
     cursor: Option<i64>,
     since: i64,
     events: Vec<Event>,
-    /// Where the cursor goes past this page.
-    new_cursor: i64,
-    remaining: i64,
+    cut: crate::domain::events::PageCut,
 }
 
-impl PostgresStore {
-    /// The agent's cursor, the room's latest id, the page after the cursor
-    /// and how many more: one statement, so one snapshot. Everything up to
-    /// the room's latest visible id is committed (ids become visible in
-    /// order), so reading up to it and no further keeps the page and the
-    /// cursor consistent even while writers commit.
-    async fn cursor_page(
-        &self,
-        room: &str,
-        agent: &str,
-        limit: i64,
-        skip_own: bool,
-    ) -> Result<CursorPage> {
-        let rows = sqlx::query(
-            "WITH s AS (SELECT c.event_id AS cursor, COALESCE(c.event_id, 0) AS since, \
-                    (SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1) AS high \
-                FROM (SELECT 1) one \
-                LEFT JOIN cursors c ON c.room = $1 AND c.agent = $2), \
-             p AS (SELECT e.id, e.room, e.ts, e.kind, e.actor, e.task_id, e.message_id, e.detail::text AS detail \
-                FROM events e, s WHERE e.room = $1 AND e.id > s.since AND e.id <= s.high \
-                AND (NOT $3 OR e.actor <> $2) ORDER BY e.id LIMIT $4) \
-             SELECT s.cursor, s.since, s.high, \
-                (SELECT COUNT(*) FROM events e WHERE e.room = $1 AND e.id > s.since AND e.id <= s.high \
-                    AND (NOT $3 OR e.actor <> $2)) AS total, \
-                p.id, p.room, p.ts, p.kind, p.actor, p.task_id, p.message_id, p.detail \
-             FROM s LEFT JOIN p ON true ORDER BY p.id",
-        )
+/// The agent's cursor, the room's latest id, the ids of the window after the
+/// cursor ([`page_window`](crate::domain::events::page_window), each with
+/// whether the page shows it) and the page's events: one statement, so one
+/// snapshot. Everything up to the room's latest visible id is committed
+/// (ids become visible in order), so reading up to it and no further keeps
+/// the page and the cursor consistent even while writers commit.
+///
+/// Its cost is the page's and the window's, however far behind the cursor
+/// is: the window is one range of the `(room, id)` index with a `LIMIT`
+/// (the bounds as scalar subqueries, so they are the index condition and
+/// not a filter), the page's rows are fetched by primary key, so the plan needs no
+/// statistics to be right (a burst the planner has not seen yet changes
+/// nothing; docs/POSTGRES.md shows it).
+const CURSOR_PAGE: &str = "WITH s AS (SELECT c.event_id AS cursor, COALESCE(c.event_id, 0) AS since, \
+        (SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1) AS high \
+        FROM (SELECT 1) one \
+        LEFT JOIN cursors c ON c.room = $1 AND c.agent = $2), \
+     w AS (SELECT e.id, (NOT $3 OR e.actor <> $2) AS shown FROM events e \
+        WHERE e.room = $1 AND e.id > (SELECT since FROM s) AND e.id <= (SELECT high FROM s) \
+        ORDER BY e.id LIMIT $5), \
+     n AS (SELECT id, shown, CASE WHEN shown AND COUNT(*) FILTER (WHERE shown) OVER (ORDER BY id) <= $4 \
+        THEN id END AS page_id FROM w) \
+     SELECT s.cursor, s.since, s.high, n.id AS wid, n.shown, \
+        p.id, p.room, p.ts, p.kind, p.actor, p.task_id, p.message_id, p.detail::text AS detail \
+     FROM s LEFT JOIN n ON true LEFT JOIN events p ON p.id = n.page_id \
+     ORDER BY n.id";
+
+/// Reads one page on `db` (the pool, or a transaction holding the cursor).
+async fn cursor_page<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    room: &str,
+    agent: &str,
+    limit: i64,
+    skip_own: bool,
+) -> Result<CursorPage> {
+    let rows = sqlx::query(CURSOR_PAGE)
         .bind(room)
         .bind(agent)
         .bind(skip_own)
         .bind(limit)
-        .fetch_all(&self.pool)
+        .bind(crate::domain::events::page_window(limit))
+        .fetch_all(db)
         .await?;
-        let first = rows
-            .first()
-            .ok_or_else(|| Error::internal(anyhow::anyhow!("the cursor query gave no row")))?;
-        let cursor: Option<i64> = first.get("cursor");
-        let since: i64 = first.get("since");
-        let high: i64 = first.get("high");
-        let total: i64 = first.get("total");
-        let events: Vec<Event> = rows
-            .iter()
-            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
-            .map(event_from_row)
-            .collect();
-        // The cursor moves past the page; when own events are skipped and
-        // the page is not full, it moves past everything seen (own events
-        // included).
-        let (new_cursor, remaining) = if (events.len() as i64) < limit {
-            (high.max(since), 0)
-        } else {
-            (
-                events.last().map(|e| e.id).unwrap_or(since),
-                total - events.len() as i64,
-            )
-        };
-        Ok(CursorPage {
-            cursor,
-            since,
-            events,
-            new_cursor,
-            remaining,
-        })
+    let first = rows
+        .first()
+        .ok_or_else(|| Error::internal(anyhow::anyhow!("the cursor query gave no row")))?;
+    let cursor: Option<i64> = first.get("cursor");
+    let since: i64 = first.get("since");
+    let high: i64 = first.get("high");
+    let mut window = Vec::with_capacity(rows.len());
+    let mut events = Vec::new();
+    for r in &rows {
+        if let Some(id) = r.get::<Option<i64>, _>("wid") {
+            window.push((id, r.get::<bool, _>("shown")));
+        }
+        if r.get::<Option<i64>, _>("id").is_some() {
+            events.push(event_from_row(r));
+        }
+    }
+    let cut = crate::domain::events::cut_page(since, high, &window, limit);
+    if events.len() != cut.shown {
+        return Err(Error::internal(anyhow::anyhow!(
+            "the cursor query gave {} events for a page of {}",
+            events.len(),
+            cut.shown
+        )));
+    }
+    Ok(CursorPage {
+        cursor,
+        since,
+        events,
+        cut,
+    })
+}
+
+/// Takes the row lock of `agent`'s cursor in `room`, if it has one.
+async fn lock_cursor(tx: &mut PgConnection, room: &str, agent: &str) -> Result<Option<i64>> {
+    Ok(
+        sqlx::query_scalar(
+            "SELECT event_id FROM cursors WHERE room = $1 AND agent = $2 FOR UPDATE",
+        )
+        .bind(room)
+        .bind(agent)
+        .fetch_optional(tx)
+        .await?,
+    )
+}
+
+impl CursorPage {
+    fn into_page(self, first_look: bool) -> EventPage {
+        EventPage {
+            since: self.since,
+            first_look,
+            events: self.events,
+            remaining: self.cut.remaining,
+            remaining_more: self.cut.remaining_more,
+        }
     }
 }
 
@@ -1094,47 +1130,50 @@ impl Store for PostgresStore {
         advance: bool,
         skip_own: bool,
     ) -> Result<EventPage> {
-        // An advancing read that lost a race to move the cursor (two reads
-        // of one agent at once) reads again from where the other left it,
-        // so two reads never both get a page.
-        for _ in 0..16 {
-            let page = self.cursor_page(room, agent, limit, skip_own).await?;
-            let moved = page.cursor.is_none() || page.new_cursor != page.since;
-            if advance && moved {
-                let done = match page.cursor {
-                    None => sqlx::query(
-                        "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, $3) \
-                         ON CONFLICT (room, agent) DO NOTHING",
-                    )
-                    .bind(room)
-                    .bind(agent)
-                    .bind(page.new_cursor)
-                    .execute(&self.pool)
-                    .await?,
-                    Some(at) => sqlx::query(
-                        "UPDATE cursors SET event_id = $3 WHERE room = $1 AND agent = $2 AND event_id = $4",
-                    )
-                    .bind(room)
-                    .bind(agent)
-                    .bind(page.new_cursor)
-                    .bind(at)
-                    .execute(&self.pool)
-                    .await?,
-                };
-                if done.rows_affected() == 0 {
-                    continue;
-                }
-            }
-            return Ok(EventPage {
-                since: page.since,
-                first_look: page.cursor.is_none(),
-                events: page.events,
-                remaining: page.remaining,
-            });
+        // Most polls find nothing new: those read without a lock and leave
+        // the cursor as it is.
+        let seen = cursor_page(&self.pool, room, agent, limit, skip_own).await?;
+        let moves = seen.cursor.is_none() || seen.cut.new_cursor != seen.since;
+        if !advance || !moves {
+            let first_look = seen.cursor.is_none();
+            return Ok(seen.into_page(first_look));
         }
-        Err(Error::conflict(
-            "the cursor is moving too fast (many reads of one agent at once); try again",
-        ))
+        // An advancing read decides its page once: it holds the cursor's row
+        // (callers of one cursor queue behind each other, here and then on
+        // the row lock across replicas), reads the page after where the one
+        // before it left the cursor, and moves it in the same transaction.
+        let _turn = self.turns.take(room, agent).await;
+        let mut tx = self.pool.begin().await?;
+        let mut first_look = false;
+        if lock_cursor(&mut tx, room, agent).await?.is_none() {
+            // A first look makes the row (a concurrent first look waits on
+            // it, finds it made and takes the lock after this one).
+            let made = sqlx::query(
+                "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, 0) \
+                 ON CONFLICT (room, agent) DO NOTHING",
+            )
+            .bind(room)
+            .bind(agent)
+            .execute(&mut *tx)
+            .await?;
+            first_look = made.rows_affected() == 1;
+            if !first_look && lock_cursor(&mut tx, room, agent).await?.is_none() {
+                return Err(Error::conflict(
+                    "the cursor went while it was read (the room was deleted?); try again",
+                ));
+            }
+        }
+        let page = cursor_page(&mut *tx, room, agent, limit, skip_own).await?;
+        if first_look || page.cut.new_cursor != page.since {
+            sqlx::query("UPDATE cursors SET event_id = $3 WHERE room = $1 AND agent = $2")
+                .bind(room)
+                .bind(agent)
+                .bind(page.cut.new_cursor)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(page.into_page(first_look))
     }
 
     async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {

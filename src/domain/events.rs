@@ -30,6 +30,77 @@ pub const KINDS: [&str; EventKind::ALL.len()] = {
 /// stream or `whats_new` set back replays at most this many events.
 const MAX_CATCH_UP: i64 = 1000;
 
+/// `remaining` counts at most this many events. A page's cost stays that of
+/// the page and this many index entries, however far behind the cursor is;
+/// beyond it the answer says `remaining_more` instead of counting the whole
+/// backlog. (The `whats_new` tool's description gives the number.)
+pub const REMAINING_CAP: i64 = 1000;
+
+/// How many events after a cursor one page read looks at (ids and whether
+/// the page shows each): the page, [`REMAINING_CAP`] more to count, and one
+/// to tell whether anything lies beyond.
+pub fn page_window(limit: i64) -> i64 {
+    limit + REMAINING_CAP + 1
+}
+
+/// How a page read cuts the events after a cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageCut {
+    /// How many events the page shows, and the last of them.
+    pub shown: usize,
+    pub last_shown: Option<i64>,
+    /// Where the cursor goes past this page.
+    pub new_cursor: i64,
+    pub remaining: i64,
+    pub remaining_more: bool,
+}
+
+/// The one rule of a `whats_new` page, for both stores. `window` is what a
+/// read of [`page_window`] events after `since` found, in id order, each id
+/// with whether the page shows it (the caller's own events are not shown
+/// when left out); `high` is the room's latest id as the same read saw it.
+///
+/// The page is the first `limit` shown events. The cursor moves past the
+/// page; when the page is not full it moves past everything looked at (own
+/// events included): to `high` when the window reached the end, else to the
+/// window's last id. `remaining` counts the shown events after the new
+/// cursor within the window, at most [`REMAINING_CAP`]; `remaining_more`
+/// says more may lie beyond (the count reached its cap, or the window did
+/// not reach the end).
+pub fn cut_page(since: i64, high: i64, window: &[(i64, bool)], limit: i64) -> PageCut {
+    let limit = limit.max(0) as usize;
+    let full_window = window.len() as i64 >= page_window(limit as i64);
+    let mut shown = 0;
+    let mut last_shown = None;
+    let mut looked = 0;
+    for &(id, show) in window {
+        if shown == limit {
+            break;
+        }
+        looked += 1;
+        if show {
+            shown += 1;
+            last_shown = Some(id);
+        }
+    }
+    let new_cursor = match (shown == limit, last_shown, window.last()) {
+        (true, Some(last), _) => last,
+        (_, _, Some(&(last, _))) if full_window => last,
+        _ => high.max(since),
+    };
+    let rest = window[looked..]
+        .iter()
+        .filter(|&&(id, show)| show && id > new_cursor)
+        .count() as i64;
+    PageCut {
+        shown,
+        last_shown,
+        new_cursor,
+        remaining: rest.min(REMAINING_CAP),
+        remaining_more: rest > REMAINING_CAP || full_window,
+    }
+}
+
 /// Which ids a cursor counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ids {
@@ -324,5 +395,59 @@ fn placeholder(id: i64) -> Event {
         task_id: None,
         message_id: None,
         detail: serde_json::Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(ids: std::ops::RangeInclusive<i64>, own: impl Fn(i64) -> bool) -> Vec<(i64, bool)> {
+        ids.map(|id| (id, !own(id))).collect()
+    }
+
+    #[test]
+    fn a_short_backlog_is_counted_exactly() {
+        let w = window(11..=18, |_| false);
+        let cut = cut_page(10, 18, &w, 5);
+        assert_eq!(
+            (cut.shown, cut.last_shown, cut.new_cursor),
+            (5, Some(15), 15)
+        );
+        assert_eq!((cut.remaining, cut.remaining_more), (3, false));
+        let all = cut_page(10, 18, &w, 50);
+        assert_eq!((all.shown, all.new_cursor, all.remaining), (8, 18, 0));
+        assert!(!all.remaining_more);
+        // Nothing after the cursor, or a cursor past the room's end: it stays.
+        assert_eq!(cut_page(18, 18, &[], 5).new_cursor, 18);
+        assert_eq!(cut_page(30, 18, &[], 5).new_cursor, 30);
+    }
+
+    #[test]
+    fn a_long_backlog_is_counted_to_the_cap() {
+        let limit = 50;
+        let w = window(1..=page_window(limit), |_| false);
+        let cut = cut_page(0, 1_000_000, &w, limit);
+        assert_eq!((cut.shown, cut.new_cursor), (50, 50));
+        assert_eq!((cut.remaining, cut.remaining_more), (REMAINING_CAP, true));
+        // Exactly the cap left: counted, nothing more.
+        let w = window(1..=limit + REMAINING_CAP, |_| false);
+        let cut = cut_page(0, limit + REMAINING_CAP, &w, limit);
+        assert_eq!((cut.remaining, cut.remaining_more), (REMAINING_CAP, false));
+    }
+
+    #[test]
+    fn own_events_move_the_cursor_but_are_not_shown_or_counted() {
+        // Every other event is the caller's own.
+        let w = window(1..=10, |id| id % 2 == 0);
+        let cut = cut_page(0, 10, &w, 2);
+        assert_eq!((cut.shown, cut.last_shown, cut.new_cursor), (2, Some(3), 3));
+        assert_eq!((cut.remaining, cut.remaining_more), (3, false));
+        // A window of nothing but own events: past it, and more may follow.
+        let limit = 5;
+        let w = window(1..=page_window(limit), |_| true);
+        let cut = cut_page(0, 5_000, &w, limit);
+        assert_eq!((cut.shown, cut.new_cursor), (0, page_window(limit)));
+        assert_eq!((cut.remaining, cut.remaining_more), (0, true));
     }
 }

@@ -349,8 +349,12 @@ pub struct EventPage {
     /// Whether the agent had never looked at this room before.
     pub first_look: bool,
     pub events: Vec<Event>,
-    /// Events left after this page.
+    /// Events left after this page, counted up to
+    /// [`REMAINING_CAP`](crate::domain::events::REMAINING_CAP).
     pub remaining: i64,
+    /// More may be left than `remaining` says: the count stopped at its cap
+    /// (or, with the caller's own events left out, at the events it looked at).
+    pub remaining_more: bool,
 }
 
 /// A member of a room as `list_agents` shows it.

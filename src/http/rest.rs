@@ -236,6 +236,7 @@ async fn whats_new(
                 "count": events.len(),
                 "events": events,
                 "remaining": page.remaining,
+                "remaining_more": page.remaining_more,
                 "moved_cursor": advance,
             });
             if page.first_look {

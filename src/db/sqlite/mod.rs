@@ -31,6 +31,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::domain::events;
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
     OAuthTokenRecord, Rotation,
@@ -616,21 +617,29 @@ const MY_MENTIONS: &str = "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
      WHERE x.room = ?1 AND x.agent = ?2 AND (x.seq > ?3 OR ?3 = 0) AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
      ORDER BY x.seq, x.id LIMIT ?4";
 
-/// The events of a room after `since`, optionally without `agent`'s own.
+/// The events of a room after `since` up to `upto`, optionally without
+/// `agent`'s own.
 const EVENTS_AFTER: &str = concat!(
     "SELECT ",
     event_columns!(),
-    " FROM events WHERE room = ?1 AND id > ?2 AND (?3 = 0 OR actor <> ?4) ORDER BY id LIMIT ?5"
+    " FROM events WHERE room = ?1 AND id > ?2 AND id <= ?5 AND (?3 = 0 OR actor <> ?4) ORDER BY id"
 );
 
-/// One `whats_new` page read on `c` (a transaction: the reads agree).
+/// The ids a page read looks at after `since` ([`events::page_window`]),
+/// each with whether the page shows it.
+const EVENT_WINDOW: &str = "SELECT id, (?3 = 0 OR actor <> ?4) FROM events \
+     WHERE room = ?1 AND id > ?2 ORDER BY id LIMIT ?5";
+
+/// One `whats_new` page read on `c` (a transaction: the reads agree): the
+/// stored cursor, the page, the cut. Its cost is the page's and a bounded
+/// window's ([`events::cut_page`]), however far behind the cursor is.
 fn event_page(
     c: &Connection,
     room: &str,
     agent: &str,
     limit: i64,
     skip_own: bool,
-) -> Result<(Option<i64>, Vec<Event>, i64, i64)> {
+) -> Result<(Option<i64>, Vec<Event>, events::PageCut)> {
     let cursor: Option<i64> = row(
         c,
         "SELECT event_id FROM cursors WHERE room = ?1 AND agent = ?2",
@@ -638,33 +647,25 @@ fn event_page(
         |r| r.get(0),
     )?;
     let since = cursor.unwrap_or(0);
-    let events = rows(
+    let window: Vec<(i64, bool)> = rows(
         c,
-        EVENTS_AFTER,
-        params![room, since, skip_own, agent, limit],
-        event_from_row,
+        EVENT_WINDOW,
+        params![room, since, skip_own, agent, events::page_window(limit)],
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    // The cursor moves past the page; when own events are skipped and the
-    // page is not full, it moves past everything seen (own events included).
-    let new_cursor = if (events.len() as i64) < limit {
-        row(
+    // A window that stops short reached the room's latest event.
+    let high = window.last().map_or(since, |&(id, _)| id);
+    let cut = events::cut_page(since, high, &window, limit);
+    let page = match cut.last_shown {
+        Some(upto) => rows(
             c,
-            "SELECT COALESCE(MAX(id), ?2) FROM events WHERE room = ?1",
-            params![room, since],
-            |r| r.get(0),
-        )?
-        .unwrap_or(since)
-    } else {
-        events.last().map(|e| e.id).unwrap_or(since)
+            EVENTS_AFTER,
+            params![room, since, skip_own, agent, upto],
+            event_from_row,
+        )?,
+        None => Vec::new(),
     };
-    let remaining: i64 = row(
-        c,
-        "SELECT COUNT(*) FROM events WHERE room = ?1 AND id > ?2 AND (?3 = 0 OR actor <> ?4)",
-        params![room, new_cursor, skip_own, agent],
-        |r| r.get(0),
-    )?
-    .unwrap_or(0);
-    Ok((cursor, events, new_cursor, remaining))
+    Ok((cursor, page, cut))
 }
 
 #[async_trait]
@@ -1200,17 +1201,18 @@ impl Store for SqliteStore {
             tx.finish()?;
             Ok(page)
         };
-        let (cursor, events, _, remaining) = if advance {
+        let (cursor, events, cut) = if advance {
             // Most polls find nothing new and would leave the cursor where
             // it is: those are answered from a reader, and never queue for
             // the writer (behind a batch of posts, or a checkpoint's pause).
             let seen = self.read(peek)?;
-            if seen.0 == Some(seen.2) && seen.1.is_empty() {
+            if seen.0 == Some(seen.2.new_cursor) && seen.1.is_empty() {
                 return Ok(EventPage {
-                    since: seen.2,
+                    since: seen.2.new_cursor,
                     first_look: false,
                     events: seen.1,
-                    remaining: seen.3,
+                    remaining: seen.2.remaining,
+                    remaining_more: seen.2.remaining_more,
                 });
             }
             self.write(|c| {
@@ -1219,7 +1221,7 @@ impl Store for SqliteStore {
                     c,
                     "INSERT INTO cursors (room, agent, event_id) VALUES (?1, ?2, ?3) \
                      ON CONFLICT (room, agent) DO UPDATE SET event_id = MAX(event_id, excluded.event_id)",
-                    params![room, agent, page.2],
+                    params![room, agent, page.2.new_cursor],
                 )?;
                 Ok(page)
             })
@@ -1231,7 +1233,8 @@ impl Store for SqliteStore {
             since: cursor.unwrap_or(0),
             first_look: cursor.is_none(),
             events,
-            remaining,
+            remaining: cut.remaining,
+            remaining_more: cut.remaining_more,
         })
     }
 
