@@ -2191,3 +2191,34 @@ async fn an_app_agent_gets_its_mentions() {
         .any(|e| e["mentions_you"] == true);
     assert!(flagged, "{news}");
 }
+
+/// A stream opened with an OAuth access token ends when that token
+/// expires, saying why; nothing is delivered on it after that.
+#[tokio::test]
+async fn a_stream_ends_when_its_access_token_expires() {
+    let s =
+        TestServer::start_with(|c| c.oauth_access_ttl = std::time::Duration::from_secs(2)).await;
+    let alice = s.agent("alice", "lobby").await;
+    let app = App::register(&s).await;
+    let t = app
+        .sign_in(&connect_code(&s, grant("claudeweb", "lobby")).await)
+        .await;
+    let mut stream = common::rest::Rest::new(&s.url, t["access_token"].as_str().unwrap())
+        .stream("after=now")
+        .await;
+    let mut last = None;
+    while let Some(e) = stream.next_within(std::time::Duration::from_secs(60)).await {
+        last = Some(e);
+    }
+    let last = last.expect("the stream says why it ends");
+    assert!(last.data.to_string().contains("expired"), "{last:?}");
+    // The app's next call with that token is refused too.
+    let refused = reqwest::Client::new()
+        .get(format!("{}/v1/rooms", s.url))
+        .bearer_auth(t["access_token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    drop(alice);
+}

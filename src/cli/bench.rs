@@ -430,8 +430,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             Scenario::Mixed => {
                 let steps = Steps::default();
                 let each = steps.clone();
-                let mut r =
-                    throughput("mixed", &agents, args.concurrency, duration, move |a, i| {
+                let mut r = throughput_at_least(
+                    "mixed",
+                    &agents,
+                    args.concurrency,
+                    duration,
+                    MIXED_CYCLE,
+                    move |a, i| {
                         let each = each.clone();
                         async move {
                             let t = Instant::now();
@@ -439,8 +444,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                             each.record(step, t.elapsed());
                             r
                         }
-                    })
-                    .await;
+                    },
+                )
+                .await;
                 r.extra.insert("steps".into(), steps.summary());
                 r
             }
@@ -616,6 +622,24 @@ where
     F: Fn(Agent, u64) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = Result<(), String>> + Send,
 {
+    throughput_at_least(name, agents, concurrency, duration, 0, step).await
+}
+
+/// [`throughput`], where each worker also makes at least `min_steps` steps
+/// however long they take: `mixed` reports every one of its steps, also on
+/// a slow machine or with a short `--duration`.
+async fn throughput_at_least<F, Fut>(
+    name: &str,
+    agents: &[Agent],
+    concurrency: usize,
+    duration: Duration,
+    min_steps: u64,
+    step: F,
+) -> Report
+where
+    F: Fn(Agent, u64) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = Result<(), String>> + Send,
+{
     let calls = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -634,8 +658,9 @@ where
         );
         workers.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(4096);
-            let mut i = w as u64 * 1_000_000;
-            while !stop.load(Ordering::Relaxed) {
+            let first = w as u64 * 1_000_000;
+            let mut i = first;
+            while !stop.load(Ordering::Relaxed) || i - first < min_steps {
                 let t = Instant::now();
                 let r = step(agent.clone(), i).await;
                 lat.push(origin.sample(t, Instant::now()));
@@ -912,11 +937,14 @@ async fn seed_messages(agent: &Agent, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How many steps make one round of `mixed`'s kinds ([`mixed_step`]).
+const MIXED_CYCLE: u64 = 10;
+
 /// One step of a plausible agent: mostly reading, some chat, some board work.
 /// One step of `mixed` and what it was (a task's step is three calls:
 /// create and claim, a note, the result).
 async fn mixed_step(a: &Agent, i: u64) -> (&'static str, Result<(), String>) {
-    match i % 10 {
+    match i % MIXED_CYCLE {
         0..=2 => (
             "whats_new",
             a.call_ok("whats_new", json!({"limit": 20})).await,

@@ -157,8 +157,11 @@ pub struct Presence {
     changes: broadcast::Sender<Change>,
     /// Each token's last use (by token id; OAuth grants, negative ids, are
     /// not recorded), and the uses not written yet.
-    used: Mutex<(HashMap<i64, i64>, Vec<(i64, i64)>)>,
+    used: Mutex<Uses>,
 }
+
+/// Each token's latest use, and the `(token id, ts)` not written yet.
+type Uses = (HashMap<i64, i64>, Vec<(i64, i64)>);
 
 /// A token's last use is written at most this often (ms): enough to tell a
 /// token in use from a forgotten or leaked one.

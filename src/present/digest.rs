@@ -356,6 +356,7 @@ mod tests {
             first_look: false,
             events: events.clone(),
             remaining: 0,
+            remaining_more: false,
         };
         let text = render(&lobby(), &page, "alice", None);
         let lines: Vec<String> = events.iter().map(|e| watch_line(e, false)).collect();
