@@ -34,7 +34,7 @@ async fn rust_sdk_round_trip() {
     let info = client.peer_info().expect("server info");
     assert_eq!(info.server_info.as_ref().unwrap().name, "chatroom");
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 28);
+    assert_eq!(tools.len(), 29);
     let me = call(&client, "whoami", json!({})).await;
     assert_eq!(me["agent"], "alice");
     call(&client, "post_message", json!({"body": "from rust"})).await;
