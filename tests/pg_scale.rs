@@ -770,6 +770,10 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
     alice
         .call("post_message", json!({"body": "unread by lead"}))
         .await;
+    // An agent's attention switch (a row of agent_status).
+    alice
+        .call("set_attention", json!({"attention": "dnd"}))
+        .await;
     // An app signed in with OAuth (and a connect code left for later).
     let app_token = oauth_sign_in(&src).await;
     chatroom::domain::oauth::mint_connect_code(
