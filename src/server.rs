@@ -24,9 +24,7 @@ use crate::auth::layers::{host_guard, origin_guard, require_token};
 use crate::background::Background;
 use crate::config::Config;
 
-// Where handlers took the state from before it had a file of its own.
-pub use crate::state::AppState;
-use crate::state::state;
+use crate::state::{AppState, state};
 
 /// Serves on `listener` until `shutdown` is cancelled, then drains.
 pub async fn launch(

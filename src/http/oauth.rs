@@ -42,7 +42,7 @@ use crate::domain::oauth::{
     self, ClientInfo, Lifetimes, OAuthError, RedirectKind, RegistrationRequest, SCOPE,
     redirect_matches, same_resource,
 };
-use crate::server::AppState;
+use crate::state::AppState;
 use limits::{Windows, network_of};
 
 use crate::assets::SIGNIN_CSS as CONSENT_CSS;
