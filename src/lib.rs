@@ -41,5 +41,6 @@ pub mod http;
 pub mod mcp;
 pub mod mqtt;
 pub mod present;
+pub mod secret;
 pub mod server;
 pub mod state;

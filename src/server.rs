@@ -19,7 +19,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 
-use crate::auth::body::{address_group, body_guard};
+use crate::auth::body::body_guard;
+use crate::auth::budget::address_group;
 use crate::auth::layers::{host_guard, origin_guard, require_token};
 use crate::background::Background;
 use crate::config::Config;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::body::BodyBudget;
+use crate::auth::budget::BodyBudget;
 use crate::auth::ratelimit::RateLimiter;
 use crate::auth::streams::Streams;
 use crate::auth::throttle::Throttle;
@@ -28,8 +28,6 @@ pub struct AppState {
     pub bodies: Arc<BodyBudget>,
     /// Open SSE streams and parked waits per token.
     pub streams: Arc<Streams>,
-    /// Each room's `board` snapshot, shared by its SSE streams.
-    pub boards: Arc<crate::http::sse::Boards>,
     audit_tx: mpsc::UnboundedSender<AuditRow>,
 }
 
@@ -83,7 +81,6 @@ pub async fn state(
         AppState {
             bodies,
             streams: Arc::new(Streams::new(config.max_streams_per_token)),
-            boards: Arc::default(),
             core,
             throttle: Arc::new(Throttle::new(
                 config.auth_fail_limit,

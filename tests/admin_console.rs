@@ -837,7 +837,7 @@ async fn purge_revoked_tokens() {
         .await
         .unwrap()
         .into_iter()
-        .map(|t| t.agent)
+        .map(|t| t.grant.agent)
         .collect();
     assert_eq!(agents, ["root", "live"]);
     for bad in [

@@ -66,9 +66,7 @@ async fn bad_tokens_get_401() {
         assert_eq!(v["error"]["code"], "unauthorized");
     }
     alice.call("whoami", json!({})).await;
-    chatroom::domain::tokens::revoke(s.store.as_ref(), "alice")
-        .await
-        .unwrap();
+    s.core.revoke_agent("alice").await.unwrap();
     let (status, v) = alice.rpc(&body).await;
     assert_eq!(status, 401, "{v}");
 }
@@ -79,9 +77,7 @@ async fn revoking_one_agent_spares_the_others() {
     let s = TestServer::start().await;
     let alice = s.agent("alice", "lobby").await;
     let bob = s.agent("bob", "lobby").await;
-    chatroom::domain::tokens::revoke(s.store.as_ref(), "alice")
-        .await
-        .unwrap();
+    s.core.revoke_agent("alice").await.unwrap();
     let (status, _) = alice
         .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
         .await;

@@ -385,7 +385,7 @@ async fn quickstart_again_says_it_adds_tokens() {
             .await
             .unwrap()
             .into_iter()
-            .find(|t| t.agent == agent && first.contains(&t.id))
+            .find(|t| t.grant.agent == agent && first.contains(&t.id))
             .unwrap()
             .id;
         assert!(

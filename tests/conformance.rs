@@ -250,7 +250,9 @@ async fn authorization_server_scenarios_pass() {
         room: "lobby".into(),
         ..common::Grant::default()
     };
-    let (connect, _) = chatroom::domain::oauth::mint_connect_code(s.store.as_ref(), grant, 15)
+    let (connect, _) = s
+        .core
+        .mint_connect_code(grant, 15)
         .await
         .expect("a connect code");
     let connect = connect.expose().to_owned();

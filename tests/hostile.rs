@@ -891,9 +891,7 @@ async fn a_revocation_on_one_replica_ends_streams_on_another() {
     assert_eq!(stream.status(), 200);
     let mut seen = String::new();
     read_until(&mut stream, &mut seen, "event: ready").await;
-    let n = chatroom::domain::tokens::revoke(a.store.as_ref(), "bob")
-        .await
-        .unwrap();
+    let n = a.core.revoke_agent("bob").await.unwrap();
     assert_eq!(n, 1);
     let rest = tokio::time::timeout(Duration::from_secs(60), read_to_end(stream))
         .await
@@ -908,9 +906,7 @@ async fn a_revocation_on_one_replica_ends_streams_on_another() {
 async fn three_kinds_of_401_are_told_apart() {
     let s = TestServer::start().await;
     let bob = s.agent("bob", "lobby").await;
-    chatroom::domain::tokens::revoke(s.store.as_ref(), "bob")
-        .await
-        .unwrap();
+    s.core.revoke_agent("bob").await.unwrap();
     let message = |auth: Option<String>| {
         let url = s.url.clone();
         async move {
@@ -963,9 +959,7 @@ async fn a_revoked_stream_delivers_nothing_written_after() {
         .call("post_message", json!({"body": "before the revocation"}))
         .await;
     read_until(&mut stream, &mut seen, "before the revocation").await;
-    chatroom::domain::tokens::revoke(s.store.as_ref(), "bob")
-        .await
-        .unwrap();
+    s.core.revoke_agent("bob").await.unwrap();
     for i in 0..30 {
         alice
             .call(
@@ -994,14 +988,11 @@ async fn look_alike_and_bidi_names_are_refused() {
     let alice = s.agent("alice", "lobby").await;
     s.room("elsewhere").await;
     let mint = |agent: &str, room: &str| {
-        chatroom::domain::tokens::mint(
-            s.store.as_ref(),
-            common::Grant {
-                agent: agent.into(),
-                room: room.into(),
-                ..Default::default()
-            },
-        )
+        s.core.mint_token(common::Grant {
+            agent: agent.into(),
+            room: room.into(),
+            ..Default::default()
+        })
     };
     for bad in ["ali\u{202E}ecr", "bob\u{200B}", "\u{0430}lice"] {
         let e = mint(bad, "lobby").await.expect_err(bad);

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use chatroom::config::MqttConfig;
 use chatroom::db;
+use chatroom::domain::Core;
 use chatroom::domain::model::RoomInfo;
-use chatroom::domain::{rooms, tokens};
 use common::{Grant, McpClient, TestServer, free_port};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
@@ -491,20 +491,18 @@ async fn broker_credentials_never_reach_the_log() {
         .join("chatroom.db")
         .to_string_lossy()
         .into_owned();
-    let store = db::open(&format!("sqlite://{db_path}")).await.unwrap();
-    rooms::create(store.as_ref(), "lobby", RoomInfo::default())
+    let core = Core::offline(db::open(&format!("sqlite://{db_path}")).await.unwrap());
+    core.create_room("lobby", RoomInfo::default())
         .await
         .unwrap();
-    let (token, _) = tokens::mint(
-        store.as_ref(),
-        Grant {
+    let (token, _) = core
+        .mint_token(Grant {
             agent: "alice".into(),
             room: "lobby".into(),
             ..Grant::default()
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .await
+        .unwrap();
 
     // Right credentials: the bridge connects and publishes.
     let server = Server::start(&db_path, broker.port, &prefix, user, pass).await;

@@ -27,7 +27,9 @@ async fn connect_code(s: &TestServer, grant: Grant) -> String {
             s.room(room).await;
         }
     }
-    let (code, _) = chatroom::domain::oauth::mint_connect_code(s.store.as_ref(), grant, 15)
+    let (code, _) = s
+        .core
+        .mint_connect_code(grant, 15)
         .await
         .expect("mint a connect code");
     code.expose().to_owned()

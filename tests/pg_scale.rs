@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use chatroom::db::{self, TABLES};
 use chatroom::domain::model::{AdminLogEntry, Event};
-use chatroom::domain::{Call, Core, EventBus, Settings, tokens};
+use chatroom::domain::{Call, Core, EventBus, Settings};
 use common::{Grant, McpClient, PgDatabase, TestServer, run_cli};
 use futures::future::join_all;
 use serde_json::{Value, json};
@@ -343,7 +343,8 @@ async fn a_replica_bus_sees_every_event_once_in_order() {
         .await
         .unwrap();
     let alice = b.agent("alice", "lobby").await;
-    let carol = tokens::verify(store.as_ref(), &a.token("carol", "lobby").await)
+    let carol = core
+        .verify(&a.token("carol", "lobby").await)
         .await
         .unwrap()
         .unwrap();
@@ -608,17 +609,18 @@ async fn oauth_sign_in(s: &TestServer) -> String {
         .await
         .unwrap();
     let client_id = client["client_id"].as_str().unwrap();
-    let (code, _) = chatroom::domain::oauth::mint_connect_code(
-        s.store.as_ref(),
-        Grant {
-            agent: "phone".into(),
-            room: "lobby".into(),
-            ..Grant::default()
-        },
-        15,
-    )
-    .await
-    .unwrap();
+    let (code, _) = s
+        .core
+        .mint_connect_code(
+            Grant {
+                agent: "phone".into(),
+                room: "lobby".into(),
+                ..Grant::default()
+            },
+            15,
+        )
+        .await
+        .unwrap();
     let verifier = "v".repeat(50);
     let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(sha2::Sha256::digest(verifier.as_bytes()));
@@ -716,9 +718,7 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
         .await,
     );
     src.agent("gone", "ops").await;
-    chatroom::domain::tokens::revoke(src.store.as_ref(), "gone")
-        .await
-        .unwrap();
+    src.core.revoke_agent("gone").await.unwrap();
     alice
         .call(
             "post_message",
@@ -776,17 +776,17 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
         .await;
     // An app signed in with OAuth (and a connect code left for later).
     let app_token = oauth_sign_in(&src).await;
-    chatroom::domain::oauth::mint_connect_code(
-        src.store.as_ref(),
-        Grant {
-            agent: "later".into(),
-            room: "lobby".into(),
-            ..Grant::default()
-        },
-        60,
-    )
-    .await
-    .unwrap();
+    src.core
+        .mint_connect_code(
+            Grant {
+                agent: "later".into(),
+                room: "lobby".into(),
+                ..Grant::default()
+            },
+            60,
+        )
+        .await
+        .unwrap();
     let before = answers(&lead, task, file).await;
     let before_alice = answers(&alice, task, file).await;
     let lead_cursor = src.store.cursor("lobby", "lead").await.unwrap();

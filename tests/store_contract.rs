@@ -14,7 +14,7 @@ use chatroom::db;
 use chatroom::domain::chat::message_record;
 use chatroom::domain::model::*;
 use chatroom::domain::store::Store;
-use chatroom::domain::{Call, Core, Settings, rooms, tokens};
+use chatroom::domain::{Call, Core, Settings, rooms};
 use common::{Grant, PgDatabase, pg_server};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -64,14 +64,12 @@ fn room(name: &str) -> Room {
 fn token(hash: &str, agent: &str, room: &str) -> NewToken {
     NewToken {
         hash: hash.into(),
-        agent: agent.into(),
-        room: room.into(),
-        also_rooms: vec![],
-        readonly: false,
-        admin: false,
-        all_rooms: false,
-        lead: false,
-        skills: vec!["rust".into()],
+        grant: Grant {
+            agent: agent.into(),
+            room: room.into(),
+            skills: vec!["rust".into()],
+            ..Grant::default()
+        },
     }
 }
 
@@ -231,11 +229,11 @@ async fn tokens_and_presence() {
             .unwrap();
         let t = s.token_by_hash("h1").await.unwrap().unwrap();
         assert_eq!(
-            (t.id, t.agent.as_str(), t.created_ts),
+            (t.id, t.grant.agent.as_str(), t.created_ts),
             (id, "alice", NOW),
             "{n}"
         );
-        assert_eq!(t.skills, ["rust"], "{n}");
+        assert_eq!(t.grant.skills, ["rust"], "{n}");
         assert!(s.token_by_hash("nope").await.unwrap().is_none(), "{n}");
         s.save_presence(&[("lobby".into(), "alice".into(), NOW + 5)])
             .await
@@ -955,7 +953,7 @@ async fn lease_lapses_on_the_injected_clock() {
         };
         let core = Core::new(b.store.clone(), settings, CancellationToken::new())
             .with_clock(clock.clone());
-        rooms::create(b.store.as_ref(), "lobby", RoomInfo::default())
+        core.create_room("lobby", RoomInfo::default())
             .await
             .unwrap();
         let grant = Grant {
@@ -963,11 +961,8 @@ async fn lease_lapses_on_the_injected_clock() {
             room: "lobby".into(),
             ..Grant::default()
         };
-        let (secret, _) = tokens::mint(b.store.as_ref(), grant).await.unwrap();
-        let caller = tokens::verify(b.store.as_ref(), secret.expose())
-            .await
-            .unwrap()
-            .unwrap();
+        let (secret, _) = core.mint_token(grant).await.unwrap();
+        let caller = core.verify(secret.expose()).await.unwrap().unwrap();
         let call = Call::new(caller, "claim_task");
         let task = core
             .create_task(

@@ -11,7 +11,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use chatroom::config::Config;
-use chatroom::domain::tokens;
 use common::{Grant, McpClient, TestServer};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -370,7 +369,8 @@ async fn dashboard_in_a_real_browser() {
     let store = chatroom::db::open(&format!("sqlite://{db_path}"))
         .await
         .expect("open the database");
-    assert_eq!(tokens::revoke(store.as_ref(), "maria").await.unwrap(), 1);
+    let core = chatroom::domain::Core::offline(store);
+    assert_eq!(core.revoke_agent("maria").await.unwrap(), 1);
     // The open stream ends with the server; its reconnect meets the
     // revocation.
     restarted.stop().await;

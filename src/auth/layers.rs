@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::body::{close_after, has_body};
 use super::hosts::{host_allowed, origin_allowed};
 use crate::config::Config;
-use crate::domain::tokens;
+
 use crate::error::{Error, http_error};
 use crate::state::AppState;
 
@@ -114,7 +114,7 @@ impl Presented {
         }
         let token = token.trim();
         let shaped = (token.starts_with(crate::domain::oauth::ACCESS_PREFIX)
-            || token.starts_with(super::token::PREFIX))
+            || token.starts_with(crate::secret::PREFIX))
             && token.len() <= 200
             && token
                 .bytes()
@@ -162,7 +162,7 @@ pub async fn require_token(
         .map(|c| c.0);
     let addr = client_addr(&state.config, req.headers(), peer);
     let caller = match bearer(req.headers()) {
-        Some(raw) => match tokens::verify(state.core.store.as_ref(), raw).await {
+        Some(raw) => match state.core.verify(raw).await {
             Ok(c) => c,
             Err(e) => return early(&req, e.into_response()),
         },

@@ -5,13 +5,13 @@
 
 pub mod admit;
 pub mod body;
+pub mod budget;
 pub mod caller;
 pub mod hosts;
 pub mod layers;
 pub mod ratelimit;
 pub mod streams;
 pub mod throttle;
-pub mod token;
 
 pub use admit::{Meter, admit};
 pub use caller::Caller;

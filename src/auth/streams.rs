@@ -224,20 +224,3 @@ pub async fn expires_at(store: &dyn Store, caller: &Caller) -> Result<Option<i64
             .map_or(0, |(t, _)| t.expires_ts),
     ))
 }
-
-/// Whether `caller`'s token still stands (not revoked, not purged): one
-/// lookup by hash, for a wait about to tell what it found.
-pub async fn still_valid(store: &dyn Store, caller: &Caller) -> Result<bool, Error> {
-    let hash = caller.token_hash.hex();
-    if caller.token_id < 0 {
-        // An OAuth access token: its grant must stand and it must not
-        // have expired.
-        return Ok(crate::domain::oauth::access_by_hash(store, &hash)
-            .await?
-            .is_some());
-    }
-    Ok(store
-        .token_by_hash(&hash)
-        .await?
-        .is_some_and(|t| t.revoked_ts.is_none()))
-}

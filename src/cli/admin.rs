@@ -8,11 +8,11 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::clock::{fmt_ts, now_ms};
+use crate::clock::fmt_ts;
 use crate::db;
-use crate::domain::model::RoomInfo;
+use crate::domain::model::{Grant, GrantRecord, RoomInfo, RoomSummary, TokenRecord};
 use crate::domain::store::Store;
-use crate::domain::{limits, oauth, rooms, tokens};
+use crate::domain::{Core, Owner, rooms, tokens};
 
 #[derive(Args)]
 pub struct AdminArgs {
@@ -61,31 +61,10 @@ enum AdminCommand {
         onboarding_notes: Option<String>,
     },
     /// Mint a token for an agent; it is printed once, on a line of its own.
+    /// Its rooms are created when they do not exist yet.
     AddToken {
-        /// The agent's name (its identity in every room).
-        #[arg(long)]
-        agent: String,
-        /// The token's default room (created when it does not exist yet).
-        #[arg(long)]
-        room: String,
-        /// Another room this token may use (repeatable).
-        #[arg(long = "also-room")]
-        also_rooms: Vec<String>,
-        /// Observer: read tools only.
-        #[arg(long)]
-        readonly: bool,
-        /// Room admin: retention, room deletion, any file.
-        #[arg(long)]
-        admin: bool,
-        /// Every room on the server.
-        #[arg(long)]
-        all_rooms: bool,
-        /// Leader: reviews, cancels, assigns.
-        #[arg(long)]
-        lead: bool,
-        /// A skill the agent has (repeatable).
-        #[arg(long = "skill")]
-        skills: Vec<String>,
+        #[command(flatten)]
+        grant: Grant,
         /// Print one JSON object instead.
         #[arg(long)]
         json: bool,
@@ -93,31 +72,10 @@ enum AdminCommand {
     /// Mint a one-time connect code for an app that signs in with OAuth
     /// (claude.ai, Claude Desktop and mobile, ChatGPT, Claude Code): the app
     /// becomes this agent once its user enters the code on the sign-in page.
+    /// Its rooms must exist.
     Connect {
-        /// The agent's name (its identity in every room).
-        #[arg(long)]
-        agent: String,
-        /// The default room (must exist).
-        #[arg(long)]
-        room: String,
-        /// Another room the app may use (repeatable).
-        #[arg(long = "also-room")]
-        also_rooms: Vec<String>,
-        /// Observer: read tools only.
-        #[arg(long)]
-        readonly: bool,
-        /// Room admin: retention, room deletion, any file.
-        #[arg(long)]
-        admin: bool,
-        /// Every room on the server.
-        #[arg(long)]
-        all_rooms: bool,
-        /// Leader: reviews, cancels, assigns.
-        #[arg(long)]
-        lead: bool,
-        /// A skill the agent has (repeatable).
-        #[arg(long = "skill")]
-        skills: Vec<String>,
+        #[command(flatten)]
+        grant: Grant,
         /// How long the code stays valid, in minutes.
         #[arg(long, default_value_t = 15)]
         ttl_minutes: i64,
@@ -300,9 +258,11 @@ fn database(args: &AdminArgs) -> (String, String) {
 }
 
 async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result<ExitCode> {
+    let core = Core::offline(store);
+    let owner = Owner::cli();
     match command {
         AdminCommand::Init => {
-            store.health().await?;
+            core.store.health().await?;
             println!("database ready");
         }
         AdminCommand::AddRoom {
@@ -316,95 +276,38 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 repo_url,
                 onboarding_notes,
             };
-            rooms::create(store.as_ref(), &name, info).await?;
+            core.owner_create_room(&owner, &name, info).await?;
             println!("room {name} created");
         }
-        AdminCommand::ListRooms { json } => {
-            let list = store.list_rooms(now_ms()).await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
-            } else if list.is_empty() {
-                println!("no rooms yet: chatroom admin add-room NAME");
-            } else {
-                println!(
-                    "{:<24} {:>6} {:>9} {:>6} {:>9}",
-                    "ROOM", "OPEN", "MESSAGES", "FILES", "RETENTION"
-                );
-                for r in list {
-                    let keep = if r.room.retention_days == 0 {
-                        "keep".to_owned()
-                    } else {
-                        format!("{}d", r.room.retention_days)
-                    };
-                    println!(
-                        "{:<24} {:>6} {:>9} {:>6} {:>9}",
-                        r.room.name, r.open_tasks, r.messages, r.files, keep
-                    );
-                }
-            }
-        }
+        AdminCommand::ListRooms { json } => print_rooms(&core.list_rooms().await?, json)?,
         AdminCommand::RoomInfo {
             room,
             description,
             repo_url,
             onboarding_notes,
         } => {
-            crate::domain::names::check_room(&room)?;
             let info = RoomInfo {
                 description,
                 repo_url,
                 onboarding_notes,
             };
-            let current = if info.description.is_none()
-                && info.repo_url.is_none()
-                && info.onboarding_notes.is_none()
-            {
-                store.get_room(&room).await?
+            let r = if info.changed_fields().is_empty() {
+                core.get_room_info(&owner, Some(&room)).await?
             } else {
-                rooms::check_info(&info)?;
-                store
-                    .update_room_info(
-                        &room,
-                        &info,
-                        rooms::info_changed(&info, rooms::by_admin(now_ms())),
-                    )
-                    .await?
-                    .map(|(r, _)| r)
-            };
-            let Some(r) = current else {
-                anyhow::bail!("room {room:?} does not exist");
+                core.set_room_info(&owner, Some(&room), info).await?
             };
             println!("{}", serde_json::to_string_pretty(&r)?);
         }
-        AdminCommand::AddToken {
-            agent,
-            room,
-            also_rooms,
-            readonly,
-            admin,
-            all_rooms,
-            lead,
-            skills,
-            json,
-        } => {
+        AdminCommand::AddToken { grant, json } => {
             // The whole grant is checked before a missing room is created.
-            crate::domain::names::check_agent(&agent)?;
-            for skill in &skills {
-                limits::non_empty("skill", skill)?;
-                limits::check("skill", skill, limits::SKILL)?;
+            grant.check()?;
+            for name in core
+                .owner_create_missing_rooms(&owner, &grant.rooms())
+                .await?
+            {
+                eprintln!("room {name} did not exist: created it");
             }
-            create_missing_rooms(store.as_ref(), std::iter::once(&room).chain(&also_rooms)).await?;
-            let grant = tokens::Grant {
-                agent,
-                room,
-                also_rooms,
-                readonly,
-                admin,
-                all_rooms,
-                lead,
-                skills,
-            };
-            let (secret, record) = tokens::mint(store.as_ref(), grant).await?;
+            let (secret, record) = core.owner_mint_token(&owner, grant).await?;
             if json {
                 let mut v = json!(record);
                 v["token"] = json!(secret.expose());
@@ -412,34 +315,17 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             } else {
                 eprintln!(
                     "token for agent {} in room {} (shown once; store it now):",
-                    record.agent, record.room
+                    record.grant.agent, record.grant.room
                 );
                 println!("{}", secret.expose());
             }
         }
         AdminCommand::Connect {
-            agent,
-            room,
-            also_rooms,
-            readonly,
-            admin,
-            all_rooms,
-            lead,
-            skills,
+            grant,
             ttl_minutes,
             json,
         } => {
-            let grant = tokens::Grant {
-                agent,
-                room,
-                also_rooms,
-                readonly,
-                admin,
-                all_rooms,
-                lead,
-                skills,
-            };
-            let (code, info) = oauth::mint_connect_code(store.as_ref(), grant, ttl_minutes).await?;
+            let (code, info) = core.owner_connect(&owner, grant, ttl_minutes).await?;
             if json {
                 let mut v = json!(info);
                 v["code"] = json!(code.expose());
@@ -450,108 +336,26 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                     "connect code for agent {} in room {} (one use, valid {ttl_minutes} min): \
                      add the server's /mcp URL to the app as a custom connector, and enter \
                      this code on the sign-in page it opens:",
-                    info.agent, info.room
+                    info.grant.agent, info.grant.room
                 );
                 println!("{}", code.expose());
             }
         }
         AdminCommand::ListTokens { json } => {
-            let list = store.list_tokens().await?;
-            let grants = store.oauth_list_grants().await?;
-            if json {
-                let mut all: Vec<serde_json::Value> = list.iter().map(|t| json!(t)).collect();
-                for g in &grants {
-                    let mut v = json!(g);
-                    v["kind"] = json!("oauth");
-                    all.push(v);
-                }
-                println!("{}", serde_json::to_string_pretty(&all)?);
-            } else {
-                // Each token's own last use (to the minute), not its agent's:
-                // of an agent's several tokens, a forgotten or leaked one
-                // shows up as never used, or used when its owner was not.
-                println!(
-                    "{:<5} {:<20} {:<20} {:<28} {:<24} STATE",
-                    "ID", "AGENT", "ROOM", "FLAGS", "LAST USED"
-                );
-                for t in list {
-                    let mut flags = Vec::new();
-                    for (on, name) in [
-                        (t.readonly, "readonly"),
-                        (t.admin, "admin"),
-                        (t.all_rooms, "all_rooms"),
-                        (t.lead, "lead"),
-                    ] {
-                        if on {
-                            flags.push(name);
-                        }
-                    }
-                    let state = match t.revoked_ts {
-                        Some(ts) => format!("revoked {}", fmt_ts(ts)),
-                        None => "active".into(),
-                    };
-                    let mut room = t.room.clone();
-                    if !t.also_rooms.is_empty() {
-                        room = format!("{room} +{}", t.also_rooms.len());
-                    }
-                    println!(
-                        "{:<5} {:<20} {:<20} {:<28} {:<24} {state}",
-                        t.id,
-                        t.agent,
-                        room,
-                        flags.join(","),
-                        t.last_used.map(fmt_ts).unwrap_or_else(|| "never".into()),
-                    );
-                }
-                for g in grants {
-                    let mut flags = Vec::new();
-                    for (on, name) in [
-                        (g.readonly, "readonly"),
-                        (g.admin, "admin"),
-                        (g.all_rooms, "all_rooms"),
-                        (g.lead, "lead"),
-                    ] {
-                        if on {
-                            flags.push(name);
-                        }
-                    }
-                    let state = match g.revoked_ts {
-                        Some(ts) => format!("revoked {}", fmt_ts(ts)),
-                        None => "active".into(),
-                    };
-                    let mut room = g.room.clone();
-                    if !g.also_rooms.is_empty() {
-                        room = format!("{room} +{}", g.also_rooms.len());
-                    }
-                    println!(
-                        "{:<5} {:<20} {:<20} {:<28} {:<24} {state}, OAuth app {:?}",
-                        format!("g{}", g.id),
-                        g.agent,
-                        room,
-                        flags.join(","),
-                        "-",
-                        g.client_name,
-                    );
-                }
-            }
+            let (tokens, grants) = core.list_tokens().await?;
+            print_tokens(&tokens, &grants, json)?;
         }
         AdminCommand::Revoke {
             token: Some(which), ..
         } => {
-            let agent = tokens::revoke_one(store.as_ref(), which).await?;
-            let others = store
-                .list_tokens()
-                .await?
-                .iter()
-                .filter(|t| t.agent == agent && t.revoked_ts.is_none())
-                .count();
+            let (agent, others) = core.owner_revoke_token(&owner, which).await?;
             println!(
                 "revoked token {which} of {agent} ({agent} keeps {others} other active token(s))"
             );
         }
         AdminCommand::Revoke { agent, .. } => {
             let agent = agent.unwrap_or_default();
-            let n = tokens::revoke(store.as_ref(), &agent).await?;
+            let n = core.owner_revoke_agent(&owner, &agent).await?;
             if n == 0 {
                 eprintln!("agent {agent:?} has no active token");
                 return Ok(ExitCode::FAILURE);
@@ -561,29 +365,14 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
         AdminCommand::PurgeTokens {
             older_than_days, ..
         } => {
-            let n = tokens::purge(store.as_ref(), older_than_days).await?;
+            let n = core.owner_purge_tokens(&owner, older_than_days).await?;
             println!("purged {n} revoked token(s)");
         }
         AdminCommand::SetRetention { room, days } => {
-            crate::domain::names::check_room(&room)?;
-            rooms::check_retention(days)?;
-            let Some((_, pruned)) = store
-                .set_retention(
-                    &room,
-                    days,
-                    rooms::retention_set(days, rooms::by_admin(now_ms())),
-                )
-                .await?
-            else {
-                anyhow::bail!("room {room:?} does not exist");
-            };
+            let (_, pruned) = core.set_retention(&owner, Some(&room), days).await?;
             println!(
                 "room {room} keeps {}; pruned {} message(s), {} event(s), {} file(s)",
-                if days == 0 {
-                    "everything".to_owned()
-                } else {
-                    format!("{days} day(s)")
-                },
+                rooms::keep(days),
                 pruned.messages,
                 pruned.events,
                 pruned.files
@@ -596,41 +385,87 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             anyhow::bail!("import-chatroommcp needs its destination URL (see `run`)")
         }
         AdminCommand::DeleteRoom { room, .. } => {
-            crate::domain::names::check_room(&room)?;
-            if !store.delete_room(&room).await? {
-                anyhow::bail!("room {room:?} does not exist");
-            }
+            core.delete_room(&owner, &room).await?;
             println!("room {room} deleted");
         }
         AdminCommand::Export { room, format } => {
-            return super::export::export(store.as_ref(), &room, format).await;
+            return super::export::export(core.store.as_ref(), &room, format).await;
         }
-        AdminCommand::Backup { path } => return super::export::backup(store.as_ref(), &path).await,
+        AdminCommand::Backup { path } => {
+            return super::export::backup(core.store.as_ref(), &path).await;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Creates each named room that does not exist yet, saying so on stderr: a
-/// token for a new room is how ChatRoomMCP users start one, and their
-/// scripts do it that way. Every name is checked before any is created.
-async fn create_missing_rooms(
-    store: &dyn Store,
-    names: impl Iterator<Item = &String>,
-) -> anyhow::Result<()> {
-    let names: Vec<&String> = names.collect();
-    for name in &names {
-        crate::domain::names::check_room(name)?;
+/// `list-rooms`: a table, or JSON.
+fn print_rooms(list: &[RoomSummary], json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+    } else if list.is_empty() {
+        println!("no rooms yet: chatroom admin add-room NAME");
+    } else {
+        println!(
+            "{:<24} {:>6} {:>9} {:>6} {:>9}",
+            "ROOM", "OPEN", "MESSAGES", "FILES", "RETENTION"
+        );
+        for r in list {
+            let keep = if r.room.retention_days == 0 {
+                "keep".to_owned()
+            } else {
+                format!("{}d", r.room.retention_days)
+            };
+            println!(
+                "{:<24} {:>6} {:>9} {:>6} {:>9}",
+                r.room.name, r.open_tasks, r.messages, r.files, keep
+            );
+        }
     }
-    for name in names {
-        if store.get_room(name).await?.is_some() {
-            continue;
+    Ok(())
+}
+
+/// `list-tokens`: tokens and OAuth grants, as a table or JSON (never a
+/// raw value, which is not stored).
+fn print_tokens(list: &[TokenRecord], grants: &[GrantRecord], json: bool) -> anyhow::Result<()> {
+    if json {
+        let mut all: Vec<serde_json::Value> = list.iter().map(|t| json!(t)).collect();
+        for g in grants {
+            let mut v = json!(g);
+            v["kind"] = json!("oauth");
+            all.push(v);
         }
-        match rooms::create(store, name, RoomInfo::default()).await {
-            Ok(_) => eprintln!("room {name} did not exist: created it"),
-            // Created meanwhile by someone else: it exists, which is all we need.
-            Err(crate::error::Error::Conflict(_)) => {}
-            Err(e) => return Err(e.into()),
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
+    // Each token's own last use (to the minute), not its agent's: of an
+    // agent's several tokens, a forgotten or leaked one shows up as never
+    // used, or used when its owner was not.
+    println!(
+        "{:<5} {:<20} {:<20} {:<28} {:<24} STATE",
+        "ID", "AGENT", "ROOM", "FLAGS", "LAST USED"
+    );
+    let row = |id: String, grant: &Grant, last_used: String, revoked_ts: Option<i64>| {
+        let state = match revoked_ts {
+            Some(ts) => format!("revoked {}", fmt_ts(ts)),
+            None => "active".into(),
+        };
+        let mut room = grant.room.clone();
+        if !grant.also_rooms.is_empty() {
+            room = format!("{room} +{}", grant.also_rooms.len());
         }
+        format!(
+            "{id:<5} {:<20} {room:<20} {:<28} {last_used:<24} {state}",
+            grant.agent,
+            grant.flags().join(","),
+        )
+    };
+    for t in list {
+        let used = t.last_used.map(fmt_ts).unwrap_or_else(|| "never".into());
+        println!("{}", row(t.id.to_string(), &t.grant, used, t.revoked_ts));
+    }
+    for g in grants {
+        let line = row(format!("g{}", g.id), &g.grant, "-".into(), g.revoked_ts);
+        println!("{line}, OAuth app {:?}", g.client_name);
     }
     Ok(())
 }

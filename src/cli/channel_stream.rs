@@ -11,8 +11,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::watch::SseParser;
-
 /// A server, a token and a room to follow.
 #[derive(Clone)]
 pub struct Conn {
@@ -319,5 +317,72 @@ impl Backoff {
     pub async fn wait(&mut self) {
         tokio::time::sleep(self.0).await;
         self.0 = (self.0 * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// A minimal Server-Sent Events parser: bytes in, `(event, data)` out.
+#[derive(Default)]
+pub struct SseParser {
+    buf: Vec<u8>,
+}
+
+impl SseParser {
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<(String, String)> {
+        self.buf.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some((end, skip)) = block_end(&self.buf) {
+            let block: Vec<u8> = self.buf.drain(..end + skip).take(end).collect();
+            let text = String::from_utf8_lossy(&block);
+            let mut name = String::from("message");
+            let mut data: Vec<&str> = Vec::new();
+            for line in text.lines() {
+                if line.starts_with(':') {
+                    continue;
+                }
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                match field {
+                    "event" => name = value.to_owned(),
+                    "data" => data.push(value),
+                    _ => {}
+                }
+            }
+            if !data.is_empty() {
+                out.push((name, data.join("\n")));
+            }
+        }
+        out
+    }
+}
+
+/// Where the first event block ends (a blank line) and the separator length.
+fn block_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_events_across_chunks() {
+        let mut p = SseParser::default();
+        assert!(p.push(b": keep-alive\n\nevent: act").is_empty());
+        let got = p.push(b"ivity\nid: 3\ndata: {\"a\":1}\n\nevent: chat\ndata: x\n\n");
+        assert_eq!(
+            got,
+            vec![
+                ("activity".to_owned(), "{\"a\":1}".to_owned()),
+                ("chat".to_owned(), "x".to_owned())
+            ]
+        );
     }
 }

@@ -17,6 +17,8 @@
 //! to what the server answered, with a note on stderr, so the events
 //! written after the restore are shown.
 
+mod rewake;
+
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -111,7 +113,7 @@ fn state_for(event: Option<&str>) -> Option<&'static str> {
 /// `--rewake`, whose exit 2 is its message.
 pub fn main(args: HookArgs) -> ExitCode {
     if args.rewake {
-        return super::hook_rewake::main(args);
+        return rewake::main(args);
     }
     let debug = std::env::var("CHATROOM_HOOK_DEBUG")
         .ok()

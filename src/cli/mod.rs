@@ -10,7 +10,6 @@ mod doctor;
 mod doctor_push;
 mod export;
 mod hook;
-mod hook_rewake;
 mod import;
 mod quickstart;
 mod setup;

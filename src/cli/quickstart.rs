@@ -12,8 +12,9 @@ use clap::Args;
 
 use crate::config::Config;
 use crate::db;
+use crate::domain::model::Grant;
 use crate::domain::model::RoomInfo;
-use crate::domain::{rooms, tokens};
+use crate::domain::{Core, Owner};
 
 #[derive(Args)]
 pub struct QuickstartArgs {
@@ -36,7 +37,9 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
     let config = Config::from_env()?;
     super::doctor::database_reachable(&config).await?;
     let existed = config.database_url.is_some() || std::path::Path::new(&config.db_path).exists();
-    let store = db::open(&config.database()).await?;
+    let core = Core::offline(db::open(&config.database()).await?);
+    let owner = Owner::cli();
+    let store = core.store.clone();
     let shown = match &config.database_url {
         Some(url) => crate::config::redact_url(url),
         None => std::path::absolute(&config.db_path)
@@ -48,8 +51,8 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
         if existed { "" } else { ", created now" }
     );
     if store.get_room(&args.room).await?.is_none() {
-        rooms::create(
-            store.as_ref(),
+        core.owner_create_room(
+            &owner,
             &args.room,
             RoomInfo {
                 description: Some("Created by chatroom quickstart".into()),
@@ -80,21 +83,13 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
             }),
     };
     let mint = |agent: String, readonly: bool| {
-        let store = store.clone();
-        let room = args.room.clone();
-        async move {
-            let grant = tokens::Grant {
-                agent,
-                room,
-                also_rooms: Vec::new(),
-                readonly,
-                admin: false,
-                all_rooms: false,
-                lead: false,
-                skills: Vec::new(),
-            };
-            tokens::mint(store.as_ref(), grant).await
-        }
+        let grant = Grant {
+            agent,
+            room: args.room.clone(),
+            readonly,
+            ..Grant::default()
+        };
+        core.owner_mint_token(&owner, grant)
     };
     // A second run (or names taken earlier) mints more tokens for agents
     // that have some: said plainly, with the way out, never silently.
@@ -105,7 +100,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
     for name in &names {
         let ids: Vec<String> = existing
             .iter()
-            .filter(|t| t.agent == *name && t.revoked_ts.is_none())
+            .filter(|t| t.grant.agent == *name && t.revoked_ts.is_none())
             .map(|t| t.id.to_string())
             .collect();
         if !ids.is_empty() {

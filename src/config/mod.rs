@@ -94,7 +94,7 @@ pub struct MqttConfig {
     pub host: String,
     pub port: u16,
     pub user: Option<String>,
-    pub pass: Option<crate::auth::token::Secret>,
+    pub pass: Option<crate::secret::Secret>,
     pub prefix: String,
     pub tls: bool,
     pub ha_discovery: bool,
@@ -218,7 +218,7 @@ impl Config {
             user: v.optional("CHATROOM_MQTT_USER"),
             pass: v
                 .optional("CHATROOM_MQTT_PASS")
-                .map(crate::auth::token::Secret::new),
+                .map(crate::secret::Secret::new),
             prefix: v.string("CHATROOM_MQTT_PREFIX"),
             tls: v.switch("CHATROOM_MQTT_TLS"),
             ha_discovery: v.switch("CHATROOM_MQTT_HA_DISCOVERY"),
@@ -477,5 +477,30 @@ mod tests {
         assert!(c.log_json);
         let m = c.mqtt.unwrap();
         assert_eq!((m.port, m.prefix.as_str()), (8883, "chatroom"));
+    }
+
+    #[test]
+    fn origins_match_scheme_host_and_port_pattern() {
+        let allowed: Vec<String> = DEFAULT_ORIGINS.iter().map(|s| s.to_string()).collect();
+        assert!(crate::auth::hosts::origin_allowed(
+            &allowed,
+            "http://localhost:3000"
+        ));
+        assert!(crate::auth::hosts::origin_allowed(
+            &allowed,
+            "http://127.0.0.1"
+        ));
+        assert!(!crate::auth::hosts::origin_allowed(
+            &allowed,
+            "http://localhost.evil.com"
+        ));
+        assert!(!crate::auth::hosts::origin_allowed(
+            &allowed,
+            "https://evil.com"
+        ));
+        assert!(!crate::auth::hosts::origin_allowed(
+            &allowed,
+            "http://localhost:3000.evil"
+        ));
     }
 }

@@ -235,14 +235,16 @@ fn room_from_row(r: &PgRow) -> Room {
 fn token_from_row(r: &PgRow) -> TokenRecord {
     TokenRecord {
         id: r.get("id"),
-        agent: r.get("agent"),
-        room: r.get("room"),
-        also_rooms: r.get("also_rooms"),
-        readonly: r.get("readonly"),
-        admin: r.get("admin"),
-        all_rooms: r.get("all_rooms"),
-        lead: r.get("lead"),
-        skills: r.get("skills"),
+        grant: Grant {
+            agent: r.get("agent"),
+            room: r.get("room"),
+            also_rooms: r.get("also_rooms"),
+            readonly: r.get("readonly"),
+            admin: r.get("admin"),
+            all_rooms: r.get("all_rooms"),
+            lead: r.get("lead"),
+            skills: r.get("skills"),
+        },
         created_ts: r.get("created_ts"),
         revoked_ts: r.get("revoked_ts"),
         last_seen: r.try_get("last_seen").unwrap_or(None),
@@ -693,14 +695,14 @@ impl Store for PostgresStore {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
         )
         .bind(&t.hash)
-        .bind(&t.agent)
-        .bind(&t.room)
-        .bind(&t.also_rooms)
-        .bind(t.readonly)
-        .bind(t.admin)
-        .bind(t.all_rooms)
-        .bind(t.lead)
-        .bind(&t.skills)
+        .bind(&t.grant.agent)
+        .bind(&t.grant.room)
+        .bind(&t.grant.also_rooms)
+        .bind(t.grant.readonly)
+        .bind(t.grant.admin)
+        .bind(t.grant.all_rooms)
+        .bind(t.grant.lead)
+        .bind(&t.grant.skills)
         .bind(now)
         .fetch_one(&self.pool)
         .await

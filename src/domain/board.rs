@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::auth::Caller;
+use crate::domain::Caller;
 use crate::domain::model::{
     EventKind, Mention, NewTask, Note, Record, SERVER_ACTOR, SearchHit, Status, Task, TaskChange,
     TaskQuery,

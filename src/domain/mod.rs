@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Caller;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use model::{Record, Room};
+pub use model::Caller;
+use model::{ADMIN_ACTOR, AdminLogEntry, Record, Room};
 use store::Store;
 
 pub use bus::EventBus;
@@ -77,6 +77,16 @@ impl Core {
             clock: Clock::system(),
             ids_at_start: None,
         }
+    }
+
+    /// A core for the owner's command line: the rules over `store`, with no
+    /// server around it (nothing waits, nothing streams).
+    pub fn offline(store: Arc<dyn Store>) -> Core {
+        let settings = Settings {
+            max_wait: Duration::ZERO,
+            max_file_bytes: 0,
+        };
+        Core::new(store, settings, CancellationToken::new())
     }
 
     /// The same core deciding at `clock`'s time (tests move it by hand).
@@ -182,5 +192,140 @@ impl std::ops::Deref for Call {
     type Target = Caller;
     fn deref(&self) -> &Caller {
         &self.caller
+    }
+}
+
+/// The server's owner making a change through the command line or the
+/// console. Every change an owner makes is written to the admin log, by the
+/// domain, whichever front end it came from.
+#[derive(Debug)]
+pub struct Owner<'a> {
+    /// The console's call (its whole-server admin token, which also gets
+    /// the call's audit row); `None` from the command line, which has no
+    /// token behind it.
+    pub call: Option<&'a Call>,
+    /// Where the change came from: the console client's address, or
+    /// `command line`.
+    pub address: String,
+}
+
+impl Owner<'static> {
+    /// The owner at the command line (`chatroom admin …`).
+    pub fn cli() -> Owner<'static> {
+        Owner {
+            call: None,
+            address: "command line".into(),
+        }
+    }
+}
+
+impl<'a> Owner<'a> {
+    /// The owner in the console, signed in with `call`'s token, from `address`.
+    pub fn console(call: &'a Call, address: impl std::fmt::Display) -> Owner<'a> {
+        Owner {
+            call: Some(call),
+            address: address.to_string(),
+        }
+    }
+
+    /// The name the admin log and the events give: the console's agent, or
+    /// `(admin)` at the command line.
+    pub fn name(&self) -> &str {
+        self.call.map_or(ADMIN_ACTOR, |c| c.agent.as_str())
+    }
+}
+
+/// Who asks the domain for a change: an agent through its token, or the
+/// server's owner (through the command line or the console).
+#[derive(Debug, Clone, Copy)]
+pub enum Actor<'a> {
+    Agent(&'a Call),
+    Owner(&'a Owner<'a>),
+}
+
+impl<'a> From<&'a Call> for Actor<'a> {
+    fn from(call: &'a Call) -> Actor<'a> {
+        Actor::Agent(call)
+    }
+}
+
+impl<'a> From<&'a Arc<Call>> for Actor<'a> {
+    fn from(call: &'a Arc<Call>) -> Actor<'a> {
+        Actor::Agent(call)
+    }
+}
+
+impl<'a> From<&'a Owner<'a>> for Actor<'a> {
+    fn from(owner: &'a Owner<'a>) -> Actor<'a> {
+        Actor::Owner(owner)
+    }
+}
+
+impl Actor<'_> {
+    /// The token's call behind this change, if any (the command line has none).
+    pub fn call(&self) -> Option<&Call> {
+        match self {
+            Actor::Agent(call) => Some(call),
+            Actor::Owner(owner) => owner.call,
+        }
+    }
+
+    /// The record of a write this actor makes at `now`: by its agent with
+    /// the call's audit row, or by `(admin)` without one.
+    pub fn record(&self, now: i64) -> Record {
+        match self.call() {
+            Some(call) => call.record(now),
+            None => rooms::by_admin(now),
+        }
+    }
+
+    /// Notes that a committed write carried the call's audit row.
+    pub fn mark_audited(&self) {
+        if let Some(call) = self.call() {
+            call.mark_audited();
+        }
+    }
+}
+
+impl Core {
+    /// The room `actor` acts on: through its token's grants ([`Core::room`]),
+    /// or, from the command line, by name.
+    async fn acting_room(&self, actor: Actor<'_>, room: Option<&str>) -> Result<Room> {
+        if let Some(call) = actor.call() {
+            return self.room(call, room).await;
+        }
+        let name = room.unwrap_or_default();
+        names::check_room(name)?;
+        self.store
+            .get_room(name)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("room {name:?} does not exist")))
+    }
+
+    /// Writes the admin log entry (and a log line) of a change `actor` made,
+    /// when the actor is the owner; an agent's changes have their audit rows.
+    /// A failed write is logged, not answered: the change is done.
+    pub async fn log_owner(&self, actor: Actor<'_>, action: &str, target: String, flagged: bool) {
+        let Actor::Owner(owner) = actor else {
+            return;
+        };
+        let entry = AdminLogEntry {
+            id: 0,
+            ts: self.clock.now_ms(),
+            actor: owner.name().to_owned(),
+            address: owner.address.clone(),
+            action: action.to_owned(),
+            target,
+            flagged,
+        };
+        if flagged {
+            tracing::warn!(actor = %entry.actor, address = %entry.address, action, target = %entry.target, "owner change: a whole-server admin grant");
+        } else {
+            tracing::info!(actor = %entry.actor, address = %entry.address, action, target = %entry.target, "owner change");
+        }
+        if let Err(e) = self.store.insert_admin_log(&entry).await {
+            tracing::error!(action, "the admin log entry could not be written");
+            e.log_if_internal();
+        }
     }
 }

@@ -3,10 +3,11 @@
 //! write stores beside its main row. Both backends read and write these
 //! types; nothing here touches storage.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::secret::TokenHash;
 
 /// The actor of events the server makes itself (a lapsed lease).
 pub const SERVER_ACTOR: &str = "(server)";
@@ -246,18 +247,41 @@ impl TaskCounts {
     }
 }
 
+/// Who is calling: the agent and the grant of its token (or of its app's
+/// OAuth grant), read through as the caller's own fields.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub token_id: i64,
+    /// The hash of the token, so an open stream can re-check it without
+    /// reading the request's `Authorization` again.
+    pub token_hash: TokenHash,
+    pub grant: Grant,
+}
+
+impl Caller {
+    /// The caller of the token stored as `t`, whose hash is `token_hash`.
+    pub fn new(t: TokenRecord, token_hash: TokenHash) -> Caller {
+        Caller {
+            token_id: t.id,
+            token_hash,
+            grant: t.grant,
+        }
+    }
+}
+
+impl std::ops::Deref for Caller {
+    type Target = Grant;
+    fn deref(&self) -> &Grant {
+        &self.grant
+    }
+}
+
 /// A token as stored: everything but the raw value.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenRecord {
     pub id: i64,
-    pub agent: String,
-    pub room: String,
-    pub also_rooms: Vec<String>,
-    pub readonly: bool,
-    pub admin: bool,
-    pub all_rooms: bool,
-    pub lead: bool,
-    pub skills: Vec<String>,
+    #[serde(flatten)]
+    pub grant: Grant,
     #[serde(with = "crate::clock::ts")]
     pub created_ts: i64,
     #[serde(with = "crate::clock::ts_opt")]
@@ -274,14 +298,7 @@ pub struct TokenRecord {
 #[derive(Debug, Clone)]
 pub struct NewToken {
     pub hash: String,
-    pub agent: String,
-    pub room: String,
-    pub also_rooms: Vec<String>,
-    pub readonly: bool,
-    pub admin: bool,
-    pub all_rooms: bool,
-    pub lead: bool,
-    pub skills: Vec<String>,
+    pub grant: Grant,
 }
 
 /// One chat message.
@@ -632,4 +649,285 @@ pub struct NewFile {
     pub sha256: String,
     pub expires_at: Option<i64>,
     pub task_id: Option<i64>,
+}
+
+/// What a token, a connect code or an app's grant lets its agent do: the
+/// agent's name, its rooms and its flags. Declared once: stored on tokens,
+/// connect codes and OAuth grants (flattened into their records), carried
+/// by every [`Caller`], read from the console's forms (serde) and the CLI's
+/// flags (clap), and checked by [`Grant::check`] and [`Grant::normalized`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, clap::Args)]
+pub struct Grant {
+    /// The agent's name (its identity in every room).
+    #[arg(long)]
+    pub agent: String,
+    /// The default room.
+    #[arg(long)]
+    pub room: String,
+    /// Another room granted besides the default one (repeatable).
+    #[arg(long = "also-room")]
+    #[serde(default)]
+    pub also_rooms: Vec<String>,
+    /// Observer: read tools only.
+    #[arg(long)]
+    #[serde(default)]
+    pub readonly: bool,
+    /// Room admin: retention, room deletion, any file.
+    #[arg(long)]
+    #[serde(default)]
+    pub admin: bool,
+    /// Every room on the server.
+    #[arg(long)]
+    #[serde(default)]
+    pub all_rooms: bool,
+    /// Leader: reviews, cancels, assigns.
+    #[arg(long)]
+    #[serde(default)]
+    pub lead: bool,
+    /// A skill the agent has (repeatable).
+    #[arg(long = "skill")]
+    #[serde(default)]
+    pub skills: Vec<String>,
+}
+
+impl Grant {
+    /// Whether this grant lets its agent act in `room` (existence is
+    /// checked elsewhere).
+    pub fn granted(&self, room: &str) -> bool {
+        self.all_rooms || self.room == room || self.also_rooms.iter().any(|r| r == room)
+    }
+
+    /// Every room named by the grant (the default first).
+    pub fn rooms(&self) -> Vec<String> {
+        let mut rooms = vec![self.room.clone()];
+        rooms.extend(self.also_rooms.iter().filter(|r| **r != self.room).cloned());
+        rooms
+    }
+
+    /// Whether the grant carries whole-server admin functions.
+    pub fn server_admin(&self) -> bool {
+        self.admin && self.all_rooms
+    }
+
+    /// The flags that are on, by name (`readonly`, `admin`, `all_rooms`, `lead`).
+    pub fn flags(&self) -> Vec<&'static str> {
+        [
+            (self.readonly, "readonly"),
+            (self.admin, "admin"),
+            (self.all_rooms, "all_rooms"),
+            (self.lead, "lead"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect()
+    }
+
+    /// `room lobby +dev; admin, all_rooms`, for the admin log.
+    pub fn describe(&self) -> String {
+        let mut s = format!("room {}", self.room);
+        for r in &self.also_rooms {
+            s.push_str(&format!(" +{r}"));
+        }
+        let flags = self.flags();
+        if !flags.is_empty() {
+            s.push_str("; ");
+            s.push_str(&flags.join(", "));
+        }
+        s
+    }
+
+    /// The same grant with surrounding white space cut from every name (as
+    /// typed into a form).
+    pub fn trimmed(self) -> Grant {
+        let trim = |list: Vec<String>| list.into_iter().map(|s| s.trim().to_owned()).collect();
+        Grant {
+            agent: self.agent.trim().to_owned(),
+            room: self.room.trim().to_owned(),
+            also_rooms: trim(self.also_rooms),
+            skills: trim(self.skills),
+            ..self
+        }
+    }
+
+    /// Checks what needs no storage: the agent's and every room's name, and
+    /// each skill against its limits.
+    pub fn check(&self) -> Result<()> {
+        crate::domain::names::check_agent(&self.agent)?;
+        for room in std::iter::once(&self.room).chain(&self.also_rooms) {
+            crate::domain::names::check_room(room)?;
+        }
+        for skill in &self.skills {
+            crate::domain::limits::non_empty("skill", skill)?;
+            crate::domain::limits::check("skill", skill, crate::domain::limits::SKILL)?;
+        }
+        Ok(())
+    }
+
+    /// The grant as stored: its extra rooms without the default one, sorted,
+    /// each once (`a, b, a` is `a, b`).
+    pub fn normalized(mut self) -> Grant {
+        let default_room = self.room.clone();
+        self.also_rooms.retain(|r| *r != default_room);
+        self.also_rooms.sort();
+        self.also_rooms.dedup();
+        self
+    }
+}
+
+// ---------------------------------------------------------------- OAuth
+
+/// A registered client (dynamic client registration).
+#[derive(Debug, Clone)]
+pub struct OAuthClient {
+    pub client_id: String,
+    /// SHA-256 of the client secret, for confidential clients.
+    pub secret_hash: Option<String>,
+    pub client_name: String,
+    pub redirect_uris: Vec<String>,
+    /// `none`, `client_secret_post` or `client_secret_basic`.
+    pub auth_method: String,
+    pub created_ts: i64,
+    /// When an authorization for it was first approved.
+    pub used_ts: Option<i64>,
+}
+
+/// A connect code to store.
+#[derive(Debug, Clone)]
+pub struct NewConnectCode {
+    pub hash: String,
+    pub grant: Grant,
+    pub created_ts: i64,
+    pub expires_ts: i64,
+}
+
+/// What a minted connect code grants and until when (never the code).
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectCodeInfo {
+    #[serde(flatten)]
+    pub grant: Grant,
+    #[serde(with = "crate::clock::ts")]
+    pub expires_at: i64,
+}
+
+/// An app's standing permission, as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct GrantRecord {
+    pub id: i64,
+    pub client_id: String,
+    pub client_name: String,
+    #[serde(flatten)]
+    pub grant: Grant,
+    #[serde(with = "crate::clock::ts")]
+    pub created_ts: i64,
+    #[serde(with = "crate::clock::ts_opt")]
+    pub revoked_ts: Option<i64>,
+    /// The grant's refresh-token chain (never shown).
+    #[serde(skip)]
+    pub refresh: RefreshChain,
+}
+
+/// A grant's refresh token as stored on the grant: one row per grant,
+/// however often it refreshes (see [`refresh`]).
+#[derive(Debug, Clone, Default)]
+pub struct RefreshChain {
+    /// SHA-256 of the live refresh token (none before the code exchange).
+    pub hash: Option<String>,
+    /// SHA-256 of the token the live one replaced.
+    pub prev_hash: Option<String>,
+    /// When the live one replaced it.
+    pub rotated_ts: Option<i64>,
+    /// When the live one expires.
+    pub expires_ts: Option<i64>,
+}
+
+/// A refresh-token rotation to store in one transaction: the grant's live
+/// token changes from `old_hash` (`None`: the grant has none yet) to
+/// `new_hash`, and `access` is issued with it. It happens only if the live
+/// token is still `old_hash`, so of two rotations racing on any replicas
+/// one wins.
+#[derive(Debug, Clone)]
+pub struct Rotation {
+    pub grant_id: i64,
+    pub old_hash: Option<String>,
+    pub new_hash: String,
+    pub expires_ts: i64,
+    pub access: NewOAuthToken,
+    pub now: i64,
+}
+
+impl GrantRecord {
+    /// The caller of an access token of this grant, whose hash is
+    /// `token_hash`. Its `token_id` is the grant's id negated, so per-token
+    /// limits never mix a grant with a `cr_` token.
+    pub fn caller(self, token_hash: TokenHash) -> Caller {
+        Caller {
+            token_id: -self.id,
+            token_hash,
+            grant: self.grant,
+        }
+    }
+}
+
+/// An authorization code to store with the grant it stands for.
+#[derive(Debug, Clone)]
+pub struct NewAuthCode {
+    pub hash: String,
+    pub client_id: String,
+    pub redirect_uri: String,
+    pub code_challenge: String,
+    pub resource: Option<String>,
+    pub expires_ts: i64,
+    /// Whether the authorization request named `redirect_uri` (then the
+    /// token request must name it again).
+    pub redirect_uri_given: bool,
+}
+
+/// A stored authorization code.
+#[derive(Debug, Clone)]
+pub struct AuthCode {
+    pub grant_id: i64,
+    pub client_id: String,
+    pub redirect_uri: String,
+    pub redirect_uri_given: bool,
+    pub code_challenge: String,
+    pub resource: Option<String>,
+    pub expires_ts: i64,
+}
+
+/// What spending an authorization code found.
+#[derive(Debug, Clone)]
+pub enum CodeTake {
+    /// Unused until now; it is spent.
+    Fresh(AuthCode),
+    /// Spent before: a replay.
+    Replayed {
+        grant_id: i64,
+    },
+    Unknown,
+}
+
+/// An access token to store (refresh tokens live on their grant).
+#[derive(Debug, Clone)]
+pub struct NewOAuthToken {
+    pub hash: String,
+    pub grant_id: i64,
+    /// `access`.
+    pub kind: &'static str,
+    pub expires_ts: i64,
+}
+
+/// A stored access token.
+#[derive(Debug, Clone)]
+pub struct OAuthTokenRecord {
+    pub grant_id: i64,
+    pub kind: String,
+    pub expires_ts: i64,
+    pub spent_ts: Option<i64>,
+}
+
+/// Lifetimes of what the token endpoint issues.
+#[derive(Debug, Clone, Copy)]
+pub struct Lifetimes {
+    pub access_ms: i64,
+    pub refresh_ms: i64,
 }

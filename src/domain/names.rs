@@ -40,7 +40,7 @@ pub fn check_room(name: &str) -> Result<()> {
 /// Whether `s` holds `cr_` followed by a run of token characters long
 /// enough to be a token (real ones have 43; the console redacts from 20).
 fn looks_like_token(s: &str) -> bool {
-    s.match_indices(crate::auth::token::PREFIX).any(|(at, p)| {
+    s.match_indices(crate::secret::PREFIX).any(|(at, p)| {
         s[at + p.len()..]
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))

@@ -29,13 +29,16 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::auth::Caller;
-use crate::auth::token::{Secret, TokenHash, hash};
-use crate::clock::now_ms;
+use crate::domain::model::Grant;
+pub use crate::domain::model::{
+    AuthCode, CodeTake, ConnectCodeInfo, GrantRecord, Lifetimes, NewAuthCode, NewConnectCode,
+    NewOAuthToken, OAuthClient, OAuthTokenRecord, RefreshChain, Rotation,
+};
+use crate::domain::names;
 use crate::domain::store::Store;
-use crate::domain::tokens::Grant;
-use crate::domain::{limits, names};
+use crate::domain::{Caller, Core};
 use crate::error::{Error, Result};
+use crate::secret::{Secret, TokenHash, hash};
 
 /// Prefix of access tokens (told apart from `cr_` tokens before any lookup).
 pub const ACCESS_PREFIX: &str = "cra_";
@@ -71,181 +74,6 @@ pub const CONNECT_TTL_MINUTES: std::ops::RangeInclusive<i64> = 1..=7 * 24 * 60;
 const CODE_ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 /// Letters in a connect code after its prefix: 12 × 5 = 60 random bits.
 const CODE_LETTERS: usize = 12;
-
-/// A registered client (dynamic client registration).
-#[derive(Debug, Clone)]
-pub struct OAuthClient {
-    pub client_id: String,
-    /// SHA-256 of the client secret, for confidential clients.
-    pub secret_hash: Option<String>,
-    pub client_name: String,
-    pub redirect_uris: Vec<String>,
-    /// `none`, `client_secret_post` or `client_secret_basic`.
-    pub auth_method: String,
-    pub created_ts: i64,
-    /// When an authorization for it was first approved.
-    pub used_ts: Option<i64>,
-}
-
-/// A connect code to store.
-#[derive(Debug, Clone)]
-pub struct NewConnectCode {
-    pub hash: String,
-    pub grant: Grant,
-    pub created_ts: i64,
-    pub expires_ts: i64,
-}
-
-/// What a minted connect code grants and until when (never the code).
-#[derive(Debug, Clone, Serialize)]
-pub struct ConnectCodeInfo {
-    pub agent: String,
-    pub room: String,
-    pub also_rooms: Vec<String>,
-    pub readonly: bool,
-    pub admin: bool,
-    pub all_rooms: bool,
-    pub lead: bool,
-    pub skills: Vec<String>,
-    #[serde(with = "crate::clock::ts")]
-    pub expires_at: i64,
-}
-
-/// An app's standing permission, as stored.
-#[derive(Debug, Clone, Serialize)]
-pub struct GrantRecord {
-    pub id: i64,
-    pub client_id: String,
-    pub client_name: String,
-    pub agent: String,
-    pub room: String,
-    pub also_rooms: Vec<String>,
-    pub readonly: bool,
-    pub admin: bool,
-    pub all_rooms: bool,
-    pub lead: bool,
-    pub skills: Vec<String>,
-    #[serde(with = "crate::clock::ts")]
-    pub created_ts: i64,
-    #[serde(with = "crate::clock::ts_opt")]
-    pub revoked_ts: Option<i64>,
-    /// The grant's refresh-token chain (never shown).
-    #[serde(skip)]
-    pub refresh: RefreshChain,
-}
-
-/// A grant's refresh token as stored on the grant: one row per grant,
-/// however often it refreshes (see [`refresh`]).
-#[derive(Debug, Clone, Default)]
-pub struct RefreshChain {
-    /// SHA-256 of the live refresh token (none before the code exchange).
-    pub hash: Option<String>,
-    /// SHA-256 of the token the live one replaced.
-    pub prev_hash: Option<String>,
-    /// When the live one replaced it.
-    pub rotated_ts: Option<i64>,
-    /// When the live one expires.
-    pub expires_ts: Option<i64>,
-}
-
-/// A refresh-token rotation to store in one transaction: the grant's live
-/// token changes from `old_hash` (`None`: the grant has none yet) to
-/// `new_hash`, and `access` is issued with it. It happens only if the live
-/// token is still `old_hash`, so of two rotations racing on any replicas
-/// one wins.
-#[derive(Debug, Clone)]
-pub struct Rotation {
-    pub grant_id: i64,
-    pub old_hash: Option<String>,
-    pub new_hash: String,
-    pub expires_ts: i64,
-    pub access: NewOAuthToken,
-    pub now: i64,
-}
-
-impl GrantRecord {
-    /// The caller of an access token of this grant, whose hash is
-    /// `token_hash`. Its `token_id` is the grant's id negated, so per-token
-    /// limits never mix a grant with a `cr_` token.
-    pub fn caller(self, token_hash: TokenHash) -> Caller {
-        Caller {
-            token_id: -self.id,
-            token_hash,
-            agent: self.agent,
-            room: self.room,
-            also_rooms: self.also_rooms,
-            readonly: self.readonly,
-            admin: self.admin,
-            all_rooms: self.all_rooms,
-            lead: self.lead,
-            skills: self.skills,
-        }
-    }
-}
-
-/// An authorization code to store with the grant it stands for.
-#[derive(Debug, Clone)]
-pub struct NewAuthCode {
-    pub hash: String,
-    pub client_id: String,
-    pub redirect_uri: String,
-    pub code_challenge: String,
-    pub resource: Option<String>,
-    pub expires_ts: i64,
-    /// Whether the authorization request named `redirect_uri` (then the
-    /// token request must name it again).
-    pub redirect_uri_given: bool,
-}
-
-/// A stored authorization code.
-#[derive(Debug, Clone)]
-pub struct AuthCode {
-    pub grant_id: i64,
-    pub client_id: String,
-    pub redirect_uri: String,
-    pub redirect_uri_given: bool,
-    pub code_challenge: String,
-    pub resource: Option<String>,
-    pub expires_ts: i64,
-}
-
-/// What spending an authorization code found.
-#[derive(Debug, Clone)]
-pub enum CodeTake {
-    /// Unused until now; it is spent.
-    Fresh(AuthCode),
-    /// Spent before: a replay.
-    Replayed {
-        grant_id: i64,
-    },
-    Unknown,
-}
-
-/// An access token to store (refresh tokens live on their grant).
-#[derive(Debug, Clone)]
-pub struct NewOAuthToken {
-    pub hash: String,
-    pub grant_id: i64,
-    /// `access`.
-    pub kind: &'static str,
-    pub expires_ts: i64,
-}
-
-/// A stored access token.
-#[derive(Debug, Clone)]
-pub struct OAuthTokenRecord {
-    pub grant_id: i64,
-    pub kind: String,
-    pub expires_ts: i64,
-    pub spent_ts: Option<i64>,
-}
-
-/// Lifetimes of what the token endpoint issues.
-#[derive(Debug, Clone, Copy)]
-pub struct Lifetimes {
-    pub access_ms: i64,
-    pub refresh_ms: i64,
-}
 
 /// An OAuth error answer (RFC 6749 §5.2, RFC 7591 §3.2.2, RFC 7009): its
 /// `error` code, a description that never holds a secret, and its status.
@@ -365,71 +193,42 @@ pub fn normalize_connect_code(typed: &str) -> Option<String> {
     ))
 }
 
-/// Mints a connect code for `grant`, valid `ttl_minutes` and one approval.
-/// Checks the grant as minting a token does. Returns the raw code (shown
-/// once) and what it grants.
-pub async fn mint_connect_code(
-    store: &dyn Store,
-    grant: Grant,
-    ttl_minutes: i64,
-) -> Result<(Secret, ConnectCodeInfo)> {
-    if !CONNECT_TTL_MINUTES.contains(&ttl_minutes) {
-        return Err(Error::invalid(format!(
-            "the connect code's lifetime must be from {} to {} minutes",
-            CONNECT_TTL_MINUTES.start(),
-            CONNECT_TTL_MINUTES.end()
-        )));
-    }
-    let grant = checked_grant(store, grant).await?;
-    let code = new_connect_code();
-    let now = now_ms();
-    let new = NewConnectCode {
-        hash: hash(code.expose()),
-        grant: grant.clone(),
-        created_ts: now,
-        expires_ts: now + ttl_minutes * 60_000,
-    };
-    store.oauth_insert_connect_code(&new).await?;
-    let _ = store.oauth_prune(now).await;
-    Ok((
-        code,
-        ConnectCodeInfo {
-            agent: grant.agent,
-            room: grant.room,
-            also_rooms: grant.also_rooms,
-            readonly: grant.readonly,
-            admin: grant.admin,
-            all_rooms: grant.all_rooms,
-            lead: grant.lead,
-            skills: grant.skills,
-            expires_at: new.expires_ts,
-        },
-    ))
-}
-
-/// The grant with its names checked and rooms known, as `tokens::mint` does.
-async fn checked_grant(store: &dyn Store, mut grant: Grant) -> Result<Grant> {
-    names::check_agent(&grant.agent)?;
-    let mut rooms = vec![grant.room.clone()];
-    rooms.extend(grant.also_rooms.iter().cloned());
-    for room in &rooms {
-        names::check_room(room)?;
-        if store.get_room(room).await?.is_none() {
-            return Err(Error::not_found(format!(
-                "room {room:?} does not exist; create it first (chatroom admin add-room {room})"
+impl Core {
+    /// Mints a connect code for `grant`, valid `ttl_minutes` and one approval.
+    /// Checks the grant as minting a token does. Returns the raw code (shown
+    /// once) and what it grants.
+    pub async fn mint_connect_code(
+        &self,
+        grant: Grant,
+        ttl_minutes: i64,
+    ) -> Result<(Secret, ConnectCodeInfo)> {
+        let store = self.store.as_ref();
+        if !CONNECT_TTL_MINUTES.contains(&ttl_minutes) {
+            return Err(Error::invalid(format!(
+                "the connect code's lifetime must be from {} to {} minutes",
+                CONNECT_TTL_MINUTES.start(),
+                CONNECT_TTL_MINUTES.end()
             )));
         }
+        let grant = self.checked_grant(grant).await?;
+        let code = new_connect_code();
+        let now = self.clock.now_ms();
+        let new = NewConnectCode {
+            hash: hash(code.expose()),
+            grant: grant.clone(),
+            created_ts: now,
+            expires_ts: now + ttl_minutes * 60_000,
+        };
+        store.oauth_insert_connect_code(&new).await?;
+        let _ = store.oauth_prune(now).await;
+        Ok((
+            code,
+            ConnectCodeInfo {
+                grant,
+                expires_at: new.expires_ts,
+            },
+        ))
     }
-    names::check_newcomer(store, &grant.agent, &rooms).await?;
-    for skill in &grant.skills {
-        limits::non_empty("skill", skill)?;
-        limits::check("skill", skill, limits::SKILL)?;
-    }
-    let default_room = grant.room.clone();
-    grant.also_rooms.retain(|r| *r != default_room);
-    grant.also_rooms.sort();
-    grant.also_rooms.dedup();
-    Ok(grant)
 }
 
 // ---------------------------------------------------------------- clients
@@ -1144,11 +943,11 @@ pub async fn refresh(
             .rotated_ts
             .is_some_and(|t| now - t <= REFRESH_GRACE_MS);
     if !fresh_retry {
-        return Err(reuse(store, Some(grant.id), Some(&grant.agent), now).await?);
+        return Err(reuse(store, Some(grant.id), Some(&grant.grant.agent), now).await?);
     }
     let (access, answer) = access_for(grant.id, &next, life, now);
     store.oauth_insert_tokens(&[access]).await?;
-    tracing::info!(grant = grant.id, agent = %grant.agent, "a refresh token was presented again within the grace period; the same successor was sent");
+    tracing::info!(grant = grant.id, agent = %grant.grant.agent, "a refresh token was presented again within the grace period; the same successor was sent");
     Ok(answer)
 }
 
@@ -1211,25 +1010,29 @@ pub async fn revoke_token(
 
 /// The caller an OAuth access token stands for: unexpired, of a grant that
 /// is not revoked. Called from token verification for `cra_` tokens.
-pub async fn verify_access(store: &dyn Store, raw: &str) -> Result<Option<Caller>> {
-    if raw.len() > 200 {
-        return Ok(None);
+impl Core {
+    pub async fn verify_access(&self, raw: &str) -> Result<Option<Caller>> {
+        if raw.len() > 200 {
+            return Ok(None);
+        }
+        let token_hash = TokenHash::of(raw);
+        Ok(self
+            .access_by_hash(&token_hash.hex())
+            .await?
+            .map(|g| g.caller(token_hash)))
     }
-    let token_hash = TokenHash::of(raw);
-    Ok(access_by_hash(store, &token_hash.hex())
-        .await?
-        .map(|g| g.caller(token_hash)))
-}
 
-/// The grant of the live access token whose hash is `token_hash` (open
-/// streams re-check by hash).
-pub async fn access_by_hash(store: &dyn Store, token_hash: &str) -> Result<Option<GrantRecord>> {
-    let now = now_ms();
-    Ok(store
-        .oauth_token(token_hash)
-        .await?
-        .filter(|(t, g)| t.kind == "access" && t.expires_ts > now && g.revoked_ts.is_none())
-        .map(|(_, g)| g))
+    /// The grant of the live access token whose hash is `token_hash` (open
+    /// streams re-check by hash).
+    pub async fn access_by_hash(&self, token_hash: &str) -> Result<Option<GrantRecord>> {
+        let now = self.clock.now_ms();
+        Ok(self
+            .store
+            .oauth_token(token_hash)
+            .await?
+            .filter(|(t, g)| t.kind == "access" && t.expires_ts > now && g.revoked_ts.is_none())
+            .map(|(_, g)| g))
+    }
 }
 
 /// Forgets expired OAuth state (unused registrations, spent codes, expired

@@ -7,10 +7,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::EventBus;
 use crate::domain::model::*;
-use crate::domain::oauth::{
-    CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
-    OAuthTokenRecord, Rotation,
-};
 use crate::error::Result;
 
 /// The storage contract. Both backends pass the same tests

@@ -21,8 +21,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -31,12 +30,13 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::extract::JsonBody;
 use crate::assets::ADMIN;
 use crate::auth::admit::RoomArg;
 use crate::auth::{Caller, Meter, admit, client_addr, require_token};
-use crate::clock::now_ms;
-use crate::domain::model::{AdminLogEntry, RoomInfo};
-use crate::domain::{Call, rooms, tokens};
+use crate::domain::model::Grant;
+use crate::domain::model::RoomInfo;
+use crate::domain::{Call, Owner};
 use crate::error::{Error, Result, http_error};
 use crate::state::AppState;
 
@@ -154,16 +154,17 @@ async fn security_headers(req: Request, next: Next) -> Response {
     response
 }
 
-/// The whole-server admin making a request, and the address it came from.
-pub struct Actor {
+/// The whole-server admin making a request, and the address it came from:
+/// the server's owner in the console.
+pub struct Admin {
     pub caller: Caller,
     pub addr: IpAddr,
 }
 
-impl FromRequestParts<AppState> for Actor {
+impl FromRequestParts<AppState> for Admin {
     type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Actor> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Admin> {
         // The layers already checked this; refusing again keeps a route that
         // was wired without them closed.
         let caller = Caller::of(&parts.extensions)
@@ -175,28 +176,14 @@ impl FromRequestParts<AppState> for Actor {
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0);
         let addr = client_addr(&state.config, &parts.headers, peer);
-        Ok(Actor { caller, addr })
+        Ok(Admin { caller, addr })
     }
 }
 
-/// A JSON body whose rejections use our error body (and never echo a token).
-pub struct JsonBody<T>(pub T);
-
-impl<S, T> FromRequest<S> for JsonBody<T>
-where
-    Json<T>: FromRequest<S, Rejection = JsonRejection>,
-    S: Send + Sync,
-{
-    type Rejection = Error;
-
-    async fn from_request(req: Request, state: &S) -> Result<JsonBody<T>> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(JsonBody(v)),
-            Err(rejection) => Err(Error::invalid(format!(
-                "bad request body: {}",
-                redact_tokens(&rejection.body_text())
-            ))),
-        }
+impl Admin {
+    /// This admin's call through `tool` (its audit row, its grants).
+    fn call(&self, tool: &'static str) -> Call {
+        Call::new(self.caller.clone(), tool)
     }
 }
 
@@ -211,7 +198,7 @@ fn token_char(c: char) -> bool {
 /// Where the first token-like run (`cr_` + enough token characters) starts
 /// in `s`, and where it ends.
 fn find_token(s: &str) -> Option<(usize, usize)> {
-    let prefix = crate::auth::token::PREFIX;
+    let prefix = crate::secret::PREFIX;
     let mut from = 0;
     while let Some(at) = s[from..].find(prefix).map(|i| i + from) {
         let body = &s[at + prefix.len()..];
@@ -293,7 +280,7 @@ async fn page() -> AdminPage {
 /// Posture, counts, rooms, tokens (never a raw one) and the admin log.
 async fn get_state(
     State(state): State<AppState>,
-    actor: Actor,
+    actor: Admin,
     headers: HeaderMap,
 ) -> Result<Json<Value>> {
     let store = state.core.store.as_ref();
@@ -320,7 +307,7 @@ struct NewRoom {
 
 async fn create_room(
     State(state): State<AppState>,
-    actor: Actor,
+    actor: Admin,
     JsonBody(body): JsonBody<NewRoom>,
 ) -> Result<Response> {
     refuse_token_like([
@@ -333,15 +320,12 @@ async fn create_room(
         repo_url: body.repo_url,
         onboarding_notes: body.onboarding_notes,
     };
-    let room = rooms::create(state.core.store.as_ref(), body.name.trim(), info).await?;
-    record(
-        &state,
-        &actor,
-        "room.create",
-        format!("room {}", room.name),
-        false,
-    )
-    .await;
+    let call = actor.call("admin.create_room");
+    let owner = Owner::console(&call, actor.addr);
+    let room = state
+        .core
+        .owner_create_room(&owner, body.name.trim(), info)
+        .await?;
     // `created`: ChatRoomMCP's clients read it (a name in use is a conflict
     // here, so a room this answers is always new).
     let body = json!({ "ok": true, "created": true, "room": room });
@@ -365,7 +349,7 @@ struct InfoBody {
 
 async fn room_info(
     State(state): State<AppState>,
-    actor: Actor,
+    actor: Admin,
     Path(RoomPath { room }): Path<RoomPath>,
     JsonBody(body): JsonBody<InfoBody>,
 ) -> Result<Json<Value>> {
@@ -379,20 +363,12 @@ async fn room_info(
         repo_url: body.repo_url,
         onboarding_notes: body.onboarding_notes,
     };
-    let changed = info.changed_fields();
-    let call = Call::new(actor.caller.clone(), "admin.set_room_info");
+    let call = actor.call("admin.set_room_info");
+    let owner = Owner::console(&call, actor.addr);
     let room = room_call(&state, &call, &room, async || {
-        state.core.set_room_info(&call, Some(&room), info).await
+        state.core.set_room_info(&owner, Some(&room), info).await
     })
     .await?;
-    record(
-        &state,
-        &actor,
-        "room.info",
-        format!("room {} ({})", room.name, changed.join(", ")),
-        false,
-    )
-    .await;
     Ok(Json(json!({ "room": room })))
 }
 
@@ -404,26 +380,19 @@ struct RetentionBody {
 
 async fn room_retention(
     State(state): State<AppState>,
-    actor: Actor,
+    actor: Admin,
     Path(RoomPath { room }): Path<RoomPath>,
     JsonBody(body): JsonBody<RetentionBody>,
 ) -> Result<Json<Value>> {
-    let call = Call::new(actor.caller.clone(), "admin.set_retention");
+    let call = actor.call("admin.set_retention");
+    let owner = Owner::console(&call, actor.addr);
     let (room, pruned) = room_call(&state, &call, &room, async || {
         state
             .core
-            .set_retention(&call, Some(&room), body.days)
+            .set_retention(&owner, Some(&room), body.days)
             .await
     })
     .await?;
-    record(
-        &state,
-        &actor,
-        "room.retention",
-        format!("room {} keeps {}", room.name, keep(room.retention_days)),
-        false,
-    )
-    .await;
     Ok(Json(json!({ "room": room, "pruned": pruned })))
 }
 
@@ -435,7 +404,7 @@ struct DeleteQuery {
 
 async fn delete_room(
     State(state): State<AppState>,
-    actor: Actor,
+    actor: Admin,
     Path(RoomPath { room }): Path<RoomPath>,
     Query(q): Query<DeleteQuery>,
 ) -> Result<Json<Value>> {
@@ -445,32 +414,20 @@ async fn delete_room(
              again as confirmation (?confirm=NAME)",
         ));
     }
-    let call = Call::new(actor.caller.clone(), "admin.delete_room");
+    let call = actor.call("admin.delete_room");
+    let owner = Owner::console(&call, actor.addr);
     room_call(&state, &call, &room, async || {
-        state.core.delete_room(&call, &room).await
+        state.core.delete_room(&owner, &room).await
     })
     .await?;
-    record(&state, &actor, "room.delete", format!("room {room}"), false).await;
     Ok(Json(json!({ "deleted": room })))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MintBody {
-    agent: String,
-    room: String,
-    #[serde(default)]
-    also_rooms: Vec<String>,
-    #[serde(default)]
-    readonly: bool,
-    #[serde(default)]
-    admin: bool,
-    #[serde(default)]
-    all_rooms: bool,
-    #[serde(default)]
-    lead: bool,
-    #[serde(default)]
-    skills: Vec<String>,
+    #[serde(flatten)]
+    grant: Grant,
     /// Base URL for the LAN setup text (instead of the configured one).
     lan_url: Option<String>,
     /// Base URL for the remote setup text (instead of the configured one).
@@ -480,34 +437,19 @@ struct MintBody {
 /// Mints a token and answers it once, with the setup text for both sides.
 async fn mint_token(
     State(state): State<AppState>,
-    actor: Actor,
+    actor: Admin,
     headers: HeaderMap,
     JsonBody(body): JsonBody<MintBody>,
 ) -> Result<Response> {
-    refuse_token_like(
-        std::iter::once(("agent", Some(body.agent.as_str())))
-            .chain(body.skills.iter().map(|s| ("skills", Some(s.as_str())))),
-    )?;
+    refuse_token_like_grant(&body.grant)?;
     let given = setup::GivenUrls::check(body.lan_url, body.public_url)?;
-    let grant = tokens::Grant {
-        agent: body.agent.trim().to_owned(),
-        room: body.room.trim().to_owned(),
-        also_rooms: trimmed(body.also_rooms),
-        readonly: body.readonly,
-        admin: body.admin,
-        all_rooms: body.all_rooms,
-        lead: body.lead,
-        skills: trimmed(body.skills),
-    };
-    let (secret, t) = tokens::mint(state.core.store.as_ref(), grant).await?;
-    let whole_server = t.admin && t.all_rooms;
-    let target = format!(
-        "agent {} (token #{}; {})",
-        t.agent,
-        t.id,
-        describe_grant(&t)
-    );
-    record(&state, &actor, "token.mint", target, whole_server).await;
+    let call = actor.call("admin.mint_token");
+    let owner = Owner::console(&call, actor.addr);
+    let (secret, t) = state
+        .core
+        .owner_mint_token(&owner, body.grant.trimmed())
+        .await?;
+    let whole_server = t.grant.server_admin();
     let mut v = json!(t);
     v["whole_server_admin"] = json!(whole_server);
     v["setup"] = setup::both(&state.config, &headers, secret.expose(), &t, &given);
@@ -528,7 +470,7 @@ struct RevokeBody {
 
 async fn revoke_tokens(
     State(state): State<AppState>,
-    actor: Actor,
+    actor: Admin,
     JsonBody(body): JsonBody<RevokeBody>,
 ) -> Result<Json<Value>> {
     let agent = body.agent.trim();
@@ -538,15 +480,15 @@ async fn revoke_tokens(
              Send confirm_self: true to go ahead."
         )));
     }
-    let n = tokens::revoke(state.core.store.as_ref(), agent).await?;
+    let call = actor.call("admin.revoke_tokens");
+    let owner = Owner::console(&call, actor.addr);
+    let n = state.core.owner_revoke_agent(&owner, agent).await?;
     if n == 0 {
         return Err(Error::not_found(format!(
             "agent {:?} has no active token",
             crate::domain::names::truncate_for_message(agent)
         )));
     }
-    let target = format!("agent {agent} ({n} token(s))");
-    record(&state, &actor, "token.revoke", target, false).await;
     Ok(Json(json!({ "ok": true, "agent": agent, "revoked": n })))
 }
 
@@ -560,13 +502,13 @@ struct PurgeBody {
 
 async fn purge_tokens(
     State(state): State<AppState>,
-    actor: Actor,
+    actor: Admin,
     JsonBody(body): JsonBody<PurgeBody>,
 ) -> Result<Json<Value>> {
     let days = body.older_than_days;
-    let n = tokens::purge(state.core.store.as_ref(), days).await?;
-    let target = format!("{n} token(s) revoked more than {days} day(s) ago");
-    record(&state, &actor, "token.purge", target, false).await;
+    let call = actor.call("admin.purge_tokens");
+    let owner = Owner::console(&call, actor.addr);
+    let n = state.core.owner_purge_tokens(&owner, days).await?;
     let left = state.core.store.list_tokens().await?;
     let revoked = left.iter().filter(|t| t.revoked_ts.is_some()).count();
     Ok(Json(json!({
@@ -581,29 +523,6 @@ async fn purge_tokens(
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-/// Writes one admin log entry and one log line for a mutation that
-/// happened. A failed write is logged, not answered: the change is done.
-async fn record(state: &AppState, actor: &Actor, action: &str, target: String, flagged: bool) {
-    let entry = AdminLogEntry {
-        id: 0,
-        ts: now_ms(),
-        actor: actor.caller.agent.clone(),
-        address: actor.addr.to_string(),
-        action: action.to_owned(),
-        target,
-        flagged,
-    };
-    if flagged {
-        tracing::warn!(actor = %entry.actor, address = %entry.address, action, target = %entry.target, "admin console: minted a whole-server admin token");
-    } else {
-        tracing::info!(actor = %entry.actor, address = %entry.address, action, target = %entry.target, "admin console");
-    }
-    if let Err(e) = state.core.store.insert_admin_log(&entry).await {
-        tracing::error!(action, "the admin log entry could not be written");
-        e.log_if_internal();
-    }
-}
 
 /// Runs a room call through [`admit`]: the console is not rate limited,
 /// and the call gets its audit row in `room` if its write carried none.
@@ -624,46 +543,32 @@ async fn room_call<T>(
     .await
 }
 
-fn trimmed(list: Vec<String>) -> Vec<String> {
-    list.into_iter().map(|s| s.trim().to_owned()).collect()
-}
-
-fn keep(days: i64) -> String {
-    if days == 0 {
-        "everything".into()
-    } else {
-        format!("{days} day(s)")
-    }
-}
-
-/// `room lobby +dev; admin, all_rooms` for the log.
-fn describe_grant(t: &crate::domain::model::TokenRecord) -> String {
-    let mut s = format!("room {}", t.room);
-    for r in &t.also_rooms {
-        s.push_str(&format!(" +{r}"));
-    }
-    let flags: Vec<&str> = [
-        (t.readonly, "readonly"),
-        (t.admin, "admin"),
-        (t.all_rooms, "all_rooms"),
-        (t.lead, "lead"),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, f)| *f)
-    .collect();
-    if !flags.is_empty() {
-        s.push_str("; ");
-        s.push_str(&flags.join(", "));
-    }
-    s
+/// [`refuse_token_like`] over a grant's agent and skills.
+fn refuse_token_like_grant(grant: &Grant) -> Result<()> {
+    refuse_token_like(
+        std::iter::once(("agent", Some(grant.agent.as_str())))
+            .chain(grant.skills.iter().map(|s| ("skills", Some(s.as_str())))),
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    /// The console's forms take the grant's fields flattened, and still
+    /// refuse a field they do not know (a typo is never silently dropped).
+    #[test]
+    fn grant_forms_refuse_unknown_fields() {
+        use serde_json::json;
+        let ok: super::MintBody =
+            serde_json::from_value(json!({"agent": "a", "room": "r", "lead": true})).unwrap();
+        assert!(ok.grant.lead && ok.grant.agent == "a");
+        let typo = json!({"agent": "a", "room": "r", "all_room": true});
+        assert!(serde_json::from_value::<super::MintBody>(typo.clone()).is_err());
+        assert!(serde_json::from_value::<super::ConnectBody>(typo).is_err());
+    }
+
     #[test]
     fn tokens_are_redacted_from_messages() {
-        let t = crate::auth::token::mint();
+        let t = crate::secret::mint();
         let raw = t.expose();
         assert_eq!(
             super::redact_tokens(&format!(
@@ -686,20 +591,8 @@ mod tests {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConnectBody {
-    agent: String,
-    room: String,
-    #[serde(default)]
-    also_rooms: Vec<String>,
-    #[serde(default)]
-    readonly: bool,
-    #[serde(default)]
-    admin: bool,
-    #[serde(default)]
-    all_rooms: bool,
-    #[serde(default)]
-    lead: bool,
-    #[serde(default)]
-    skills: Vec<String>,
+    #[serde(flatten)]
+    grant: Grant,
     #[serde(default = "default_connect_minutes")]
     ttl_minutes: i64,
 }
@@ -712,7 +605,7 @@ fn default_connect_minutes() -> i64 {
 /// answers it once with the `/mcp` URLs and the steps for each app.
 async fn connect_app(
     State(state): State<AppState>,
-    actor: Actor,
+    actor: Admin,
     headers: HeaderMap,
     JsonBody(body): JsonBody<ConnectBody>,
 ) -> Result<Response> {
@@ -721,33 +614,17 @@ async fn connect_app(
             "OAuth sign-in is off on this server (CHATROOM_OAUTH=off)",
         ));
     }
-    let b = &body;
-    refuse_token_like(
-        std::iter::once(("agent", Some(b.agent.as_str())))
-            .chain(b.skills.iter().map(|s| ("skills", Some(s.as_str())))),
-    )?;
-    let grant = tokens::Grant {
-        agent: b.agent.trim().to_owned(),
-        room: b.room.trim().to_owned(),
-        also_rooms: trimmed(b.also_rooms.clone()),
-        readonly: b.readonly,
-        admin: b.admin,
-        all_rooms: b.all_rooms,
-        lead: b.lead,
-        skills: trimmed(b.skills.clone()),
-    };
-    let (code, info) =
-        crate::domain::oauth::mint_connect_code(state.core.store.as_ref(), grant, body.ttl_minutes)
-            .await?;
-    let whole_server = info.admin && info.all_rooms;
-    let target = format!(
-        "agent {} (connect code, room {}, {} min)",
-        info.agent, info.room, body.ttl_minutes
-    );
-    record(&state, &actor, "oauth.connect", target, whole_server).await;
+    refuse_token_like_grant(&body.grant)?;
+    let call = actor.call("admin.connect");
+    let owner = Owner::console(&call, actor.addr);
+    let (code, info) = state
+        .core
+        .owner_connect(&owner, body.grant.trimmed(), body.ttl_minutes)
+        .await?;
+    let whole_server = info.grant.server_admin();
     let (lan, remote) = setup::base_urls(&state.config, &headers);
     let mcp = |base: &str| format!("{}/mcp", base.trim_end_matches('/'));
-    let name = format!("chatroom-{}", info.room);
+    let name = format!("chatroom-{}", info.grant.room);
     let mut v = json!(info);
     v["ttl_minutes"] = json!(body.ttl_minutes);
     v["whole_server_admin"] = json!(whole_server);

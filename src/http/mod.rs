@@ -4,6 +4,7 @@
 //! submodule contributes its routes here.
 
 pub mod admin;
+pub mod extract;
 pub mod oauth;
 pub mod pages;
 pub mod rest;

@@ -357,10 +357,10 @@ fn error_page(status: StatusCode, message: &str) -> Response {
 
 /// Form or query parameters; a parameter given twice is refused (RFC 6749
 /// §3.1), as is an oversized one.
-struct Params(HashMap<String, String>);
+struct FormParams(HashMap<String, String>);
 
-impl Params {
-    fn parse(raw: &[u8]) -> Result<Params, String> {
+impl FormParams {
+    fn parse(raw: &[u8]) -> Result<FormParams, String> {
         let mut map = HashMap::new();
         for (k, v) in url::form_urlencoded::parse(raw) {
             if v.len() > MAX_PARAM || k.len() > 100 {
@@ -370,7 +370,7 @@ impl Params {
                 return Err(format!("the parameter {k} is given more than once"));
             }
         }
-        Ok(Params(map))
+        Ok(FormParams(map))
     }
 
     fn get(&self, name: &str) -> Option<&str> {
@@ -382,7 +382,7 @@ impl Params {
 }
 
 /// The body of a form POST, or why it is not one.
-async fn form(req: Request) -> Result<(HeaderMap, Option<SocketAddr>, Params), OAuthError> {
+async fn form(req: Request) -> Result<(HeaderMap, Option<SocketAddr>, FormParams), OAuthError> {
     let (parts, body) = req.into_parts();
     let form_type = parts
         .headers
@@ -402,7 +402,7 @@ async fn form(req: Request) -> Result<(HeaderMap, Option<SocketAddr>, Params), O
     let bytes = axum::body::to_bytes(body, 64 * 1024)
         .await
         .map_err(|_| OAuthError::invalid_request("the request body could not be read"))?;
-    let params = Params::parse(&bytes).map_err(OAuthError::invalid_request)?;
+    let params = FormParams::parse(&bytes).map_err(OAuthError::invalid_request)?;
     let peer = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
@@ -645,7 +645,7 @@ fn redirect_to(redirect_uri: &str, extra: &[(&str, &str)]) -> Response {
 async fn check_request(
     state: &AppState,
     oauth: &OAuth,
-    params: &Params,
+    params: &FormParams,
     base: &str,
     addr: IpAddr,
 ) -> Result<AuthRequest, Refusal> {
@@ -856,7 +856,7 @@ async fn authorize_page(
     Extension(oauth): Extension<Arc<OAuth>>,
     req: Request,
 ) -> Response {
-    let params = match Params::parse(req.uri().query().unwrap_or("").as_bytes()) {
+    let params = match FormParams::parse(req.uri().query().unwrap_or("").as_bytes()) {
         Ok(p) => p,
         Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
     };
@@ -985,7 +985,7 @@ async fn token_client(
     state: &AppState,
     oauth: &OAuth,
     headers: &HeaderMap,
-    params: &Params,
+    params: &FormParams,
     addr: IpAddr,
 ) -> Result<ClientInfo, OAuthError> {
     let basic = headers

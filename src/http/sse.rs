@@ -53,7 +53,7 @@ use crate::error::{Error, Result};
 use crate::present::{self, UNTRUSTED_WARNING, Viewer};
 use crate::state::AppState;
 
-use super::rest::{Api, Params};
+use super::extract::{Api, Params};
 
 /// How often an idle stream sends a comment, so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -133,9 +133,16 @@ fn parse_after(v: Option<&str>) -> Result<After> {
     }
 }
 
+/// The `GET /v1/stream` route, carrying the rooms' shared [`Boards`] as
+/// an extension (they are the stream's alone, not the whole server's).
+pub fn route() -> axum::routing::MethodRouter<AppState> {
+    axum::routing::get(stream).layer(axum::Extension(Arc::new(Boards::default())))
+}
+
 /// `GET /v1/stream`.
 pub async fn stream(
     State(s): State<AppState>,
+    axum::Extension(boards): axum::Extension<Arc<Boards>>,
     api: Api,
     Params(p): Params<StreamParams>,
 ) -> Result<Response> {
@@ -172,7 +179,7 @@ pub async fn stream(
     let feed = Feed {
         push,
         core: s.core.clone(),
-        boards: s.boards.clone(),
+        boards,
         call: Call::new(api.caller.clone(), "v1:stream"),
         slot,
         room,

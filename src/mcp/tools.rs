@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::Chatroom;
 use super::args::*;
-use crate::auth::streams::{self, Slot};
+use crate::auth::streams::Slot;
 use crate::domain::board::{self, Outcome};
 use crate::domain::model::Status;
 use crate::domain::model::{EventFilter, RoomInfo};
@@ -353,9 +353,7 @@ impl Chatroom {
         };
         // An event may land between a revocation and the watcher noticing
         // it: a wait that found one confirms its token before telling.
-        if outcome.changed
-            && !streams::still_valid(self.state.core.store.as_ref(), &call.caller).await?
-        {
+        if outcome.changed && !self.state.core.still_valid(&call.caller).await? {
             return Err(Slot::revoked_error());
         }
         let waited = (outcome.waited.as_secs_f64() * 1000.0).round() / 1000.0;

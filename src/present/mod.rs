@@ -10,8 +10,8 @@ pub mod push;
 
 use serde_json::{Map, Value, json};
 
-use crate::auth::Caller;
 use crate::clock::fmt_ts;
+use crate::domain::Caller;
 use crate::domain::board;
 use crate::domain::chat::mentions_agent;
 use crate::domain::model::{Event, Member, Message, Room};

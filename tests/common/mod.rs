@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use chatroom::config::Config;
 use chatroom::db;
+use chatroom::domain::Core;
 use chatroom::domain::model::RoomInfo;
 use chatroom::domain::store::Store;
-use chatroom::domain::{rooms, tokens};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -152,6 +152,8 @@ pub struct TestServer {
     pub db_url: String,
     /// A second handle on the same database, as the admin CLI would have.
     pub store: Arc<dyn Store>,
+    /// The rules over [`store`](Self::store), deciding at the server's clock.
+    pub core: Core,
     pub shutdown: CancellationToken,
     handle: Option<JoinHandle<anyhow::Result<()>>>,
     /// Dropped after the server (fields drop in order).
@@ -262,6 +264,7 @@ impl TestServer {
         let store = db::open(&db_url).await.expect("open db");
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
+        let core = Core::offline(store.clone()).with_clock(clock.clone());
         let handle = tokio::spawn(chatroom::server::launch_at(
             config,
             listener,
@@ -275,6 +278,7 @@ impl TestServer {
             db_path,
             db_url,
             store,
+            core,
             shutdown,
             handle: Some(handle),
             pg,
@@ -314,7 +318,8 @@ impl TestServer {
     }
 
     pub async fn room(&self, name: &str) {
-        rooms::create(self.store.as_ref(), name, RoomInfo::default())
+        self.core
+            .create_room(name, RoomInfo::default())
             .await
             .expect("create room");
     }
@@ -330,9 +335,7 @@ impl TestServer {
     }
 
     pub async fn token_with(&self, grant: Grant) -> String {
-        let (secret, _) = tokens::mint(self.store.as_ref(), grant)
-            .await
-            .expect("mint");
+        let (secret, _) = self.core.mint_token(grant).await.expect("mint");
         secret.expose().to_owned()
     }
 

@@ -11,7 +11,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::token::Secret;
+use crate::secret::Secret;
 
 /// How long one board call may take before the worker gives up on it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);

@@ -8,8 +8,8 @@ use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Value, json};
 
 use super::board::BoardTask;
-use crate::auth::token::Secret;
 use crate::domain::limits;
+use crate::secret::Secret;
 
 /// The system message: the task is data, not instructions.
 pub const SYSTEM_PROMPT: &str = "You are a worker agent on a shared task board. \

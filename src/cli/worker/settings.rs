@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::auth::token::Secret;
 use crate::config::VarReader;
+use crate::secret::Secret;
 
 /// What `chatroom worker` runs with, after validation. Secrets print `***`.
 #[derive(Debug, Clone)]

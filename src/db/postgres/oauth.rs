@@ -7,6 +7,7 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use super::PostgresStore;
+use crate::domain::model::Grant;
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
@@ -23,14 +24,16 @@ fn grant_from_row(r: &PgRow) -> GrantRecord {
         id: r.get("id"),
         client_id: r.get("client_id"),
         client_name: r.get("client_name"),
-        agent: r.get("agent"),
-        room: r.get("room"),
-        also_rooms: r.get("also_rooms"),
-        readonly: r.get("readonly"),
-        admin: r.get("admin"),
-        all_rooms: r.get("all_rooms"),
-        lead: r.get("lead"),
-        skills: r.get("skills"),
+        grant: Grant {
+            agent: r.get("agent"),
+            room: r.get("room"),
+            also_rooms: r.get("also_rooms"),
+            readonly: r.get("readonly"),
+            admin: r.get("admin"),
+            all_rooms: r.get("all_rooms"),
+            lead: r.get("lead"),
+            skills: r.get("skills"),
+        },
         created_ts: r.get("created_ts"),
         revoked_ts: r.get("revoked_ts"),
         refresh: RefreshChain {

@@ -4,6 +4,7 @@
 use rusqlite::{Row, params};
 
 use super::{SqliteStore, exec, json_list, parse_list, row, rows};
+use crate::domain::model::Grant;
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
@@ -28,14 +29,16 @@ fn grant_from_row(r: &Row, at: usize) -> rusqlite::Result<GrantRecord> {
         id: r.get(at)?,
         client_id: r.get(at + 1)?,
         client_name: r.get(at + 2)?,
-        agent: r.get(at + 3)?,
-        room: r.get(at + 4)?,
-        also_rooms: parse_list(&r.get::<_, String>(at + 5)?),
-        readonly: r.get(at + 6)?,
-        admin: r.get(at + 7)?,
-        all_rooms: r.get(at + 8)?,
-        lead: r.get(at + 9)?,
-        skills: parse_list(&r.get::<_, String>(at + 10)?),
+        grant: Grant {
+            agent: r.get(at + 3)?,
+            room: r.get(at + 4)?,
+            also_rooms: parse_list(&r.get::<_, String>(at + 5)?),
+            readonly: r.get(at + 6)?,
+            admin: r.get(at + 7)?,
+            all_rooms: r.get(at + 8)?,
+            lead: r.get(at + 9)?,
+            skills: parse_list(&r.get::<_, String>(at + 10)?),
+        },
         created_ts: r.get(at + 11)?,
         revoked_ts: r.get(at + 12)?,
         refresh: RefreshChain {

@@ -72,8 +72,8 @@ pub fn posture(state: &AppState, headers: &HeaderMap) -> Value {
 pub fn token_view(t: &TokenRecord, caller: &Caller) -> Value {
     let mut v = json!(t);
     v["is_you"] = json!(t.id == caller.token_id);
-    v["you_agent"] = json!(t.agent == caller.agent);
-    v["whole_server_admin"] = json!(t.admin && t.all_rooms);
+    v["you_agent"] = json!(t.grant.agent == caller.agent);
+    v["whole_server_admin"] = json!(t.grant.admin && t.grant.all_rooms);
     // ChatRoomMCP's flag beside our `revoked_ts`.
     v["revoked"] = json!(t.revoked_ts.is_some());
     v
@@ -89,7 +89,7 @@ pub fn state_view(
     log: &[AdminLogEntry],
 ) -> Value {
     let active: Vec<&TokenRecord> = tokens.iter().filter(|t| t.revoked_ts.is_none()).collect();
-    let agents: BTreeSet<&str> = active.iter().map(|t| t.agent.as_str()).collect();
+    let agents: BTreeSet<&str> = active.iter().map(|t| t.grant.agent.as_str()).collect();
     let (lan, _) = super::setup::base_urls(&state.config, headers);
     json!({
         // The two client URLs at the top, where ChatRoomMCP's clients read

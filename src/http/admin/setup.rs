@@ -108,7 +108,7 @@ pub struct SetupSide {
 
 /// The setup bundle for `token` (the raw value, shown once) at `base`.
 pub fn side(base: &BaseUrl, note: Option<String>, token: &str, t: &TokenRecord) -> SetupSide {
-    let server_name = format!("chatroom-{}", t.room);
+    let server_name = format!("chatroom-{}", t.grant.room);
     let mcp_url = format!("{}/mcp", base.url);
     let claude_mcp_add = format!(
         "claude mcp add --scope user --transport http {server_name} {} --header \"Authorization: Bearer {token}\"",
@@ -119,7 +119,7 @@ pub fn side(base: &BaseUrl, note: Option<String>, token: &str, t: &TokenRecord) 
         "export CHATROOM_URL={}\nexport CHATROOM_TOKEN={}\nexport CHATROOM_ROOM={}",
         shell_quote(&base.url),
         shell_quote(token),
-        shell_quote(&t.room)
+        shell_quote(&t.grant.room)
     );
     let hook_settings = HOOK_SETTINGS.to_owned();
     let hook_curl = "curl -s -H \"Authorization: Bearer $CHATROOM_TOKEN\" \"$CHATROOM_URL/v1/whats_new?format=text\"".to_owned();
@@ -241,38 +241,38 @@ impl GivenUrls {
 /// A few lines for the agent itself: who it is, where, what it may do, and
 /// how to treat what others write. Holds no token.
 pub fn brief(t: &TokenRecord, server_name: &str) -> String {
-    let rooms = if t.all_rooms {
+    let rooms = if t.grant.all_rooms {
         format!(
             "\"{}\" (your default room); this token may use every room on the server",
-            t.room
+            t.grant.room
         )
-    } else if t.also_rooms.is_empty() {
-        format!("\"{}\"", t.room)
+    } else if t.grant.also_rooms.is_empty() {
+        format!("\"{}\"", t.grant.room)
     } else {
         format!(
             "\"{}\" (your default room); also granted: {}",
-            t.room,
-            t.also_rooms.join(", ")
+            t.grant.room,
+            t.grant.also_rooms.join(", ")
         )
     };
     let mut role = Vec::new();
-    if t.readonly {
+    if t.grant.readonly {
         role.push(
             "observer (read-only): you can read the chat, the board and files, but not change them",
         );
     } else {
         role.push("member: you can chat, create, claim and update tasks, and share files");
     }
-    if t.lead && !t.readonly {
+    if t.grant.lead && !t.grant.readonly {
         role.push("lead: you also review submitted work, cancel tasks and assign tasks to others");
     }
-    if t.admin && !t.readonly {
+    if t.grant.admin && !t.grant.readonly {
         role.push("room admin: you may set retention, delete rooms and delete any file");
     }
-    let skills = if t.skills.is_empty() {
+    let skills = if t.grant.skills.is_empty() {
         String::new()
     } else {
-        format!("Skills: {}.\n", t.skills.join(", "))
+        format!("Skills: {}.\n", t.grant.skills.join(", "))
     };
     format!(
         "You are connected to a shared chatroom through the MCP server \"{server_name}\".\n\
@@ -294,7 +294,7 @@ pub fn brief(t: &TokenRecord, server_name: &str) -> String {
          \n\
          One token per agent session: your token is yours alone. Never print, post or share it; another agent or \
          session needs its own token from the admin.",
-        agent = t.agent,
+        agent = t.grant.agent,
         role = role.join("; "),
     )
 }
@@ -303,23 +303,23 @@ pub fn brief(t: &TokenRecord, server_name: &str) -> String {
 pub fn cli(t: &TokenRecord) -> String {
     let mut parts = vec![
         "chatroom admin add-token".to_owned(),
-        format!("--agent {}", shell_quote(&t.agent)),
-        format!("--room {}", shell_quote(&t.room)),
+        format!("--agent {}", shell_quote(&t.grant.agent)),
+        format!("--room {}", shell_quote(&t.grant.room)),
     ];
-    for r in &t.also_rooms {
+    for r in &t.grant.also_rooms {
         parts.push(format!("--also-room {}", shell_quote(r)));
     }
     for (on, flag) in [
-        (t.readonly, "--readonly"),
-        (t.admin, "--admin"),
-        (t.all_rooms, "--all-rooms"),
-        (t.lead, "--lead"),
+        (t.grant.readonly, "--readonly"),
+        (t.grant.admin, "--admin"),
+        (t.grant.all_rooms, "--all-rooms"),
+        (t.grant.lead, "--lead"),
     ] {
         if on {
             parts.push(flag.to_owned());
         }
     }
-    for s in &t.skills {
+    for s in &t.grant.skills {
         parts.push(format!("--skill {}", shell_quote(s)));
     }
     parts.join(" ")
@@ -389,14 +389,16 @@ mod tests {
     fn record() -> TokenRecord {
         TokenRecord {
             id: 1,
-            agent: "alice".into(),
-            room: "lobby".into(),
-            also_rooms: vec!["dev".into()],
-            readonly: false,
-            admin: false,
-            all_rooms: false,
-            lead: true,
-            skills: vec!["rust".into(), "it's; rm -rf /".into()],
+            grant: crate::domain::model::Grant {
+                agent: "alice".into(),
+                room: "lobby".into(),
+                also_rooms: vec!["dev".into()],
+                readonly: false,
+                admin: false,
+                all_rooms: false,
+                lead: true,
+                skills: vec!["rust".into(), "it's; rm -rf /".into()],
+            },
             created_ts: 0,
             revoked_ts: None,
             last_seen: None,

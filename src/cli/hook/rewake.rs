@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::channel_stream::{Backoff, Conn, End, Follower, Item, state_dir};
-use super::hook::{HookArgs, post_state, read_stdin};
+use super::{HookArgs, post_state, read_stdin};
+use crate::cli::channel_stream::{Backoff, Conn, End, Follower, Item, state_dir};
 use crate::domain::push::{self, Admit, Guard, Mode};
 
 /// Exit status that wakes the session.
@@ -159,7 +159,7 @@ async fn get(conn: &Conn, query: &[(&str, &str)]) -> Result<reqwest::Response, E
         .bearer_auth(&conn.token)
         .send()
         .await
-        .map_err(|e| End::Retry(super::cause_chain(&e)))?;
+        .map_err(|e| End::Retry(crate::cli::cause_chain(&e)))?;
     match r.status().as_u16() {
         200 => Ok(r),
         401 => Err(End::Fatal(
@@ -176,7 +176,7 @@ async fn cursor(conn: &Conn) -> Result<i64, End> {
     let v: serde_json::Value = r
         .json()
         .await
-        .map_err(|e| End::Retry(super::cause_chain(&e)))?;
+        .map_err(|e| End::Retry(crate::cli::cause_chain(&e)))?;
     Ok(v["since_event_id"].as_i64().unwrap_or(0))
 }
 
@@ -186,7 +186,7 @@ async fn digest(conn: &Conn) -> Result<String, End> {
         .await?
         .text()
         .await
-        .map_err(|e| End::Retry(super::cause_chain(&e)))
+        .map_err(|e| End::Retry(crate::cli::cause_chain(&e)))
 }
 
 /// The loop guard of one session, kept in a file between turns.
