@@ -646,3 +646,95 @@ async fn man_pages_exist_for_every_subcommand() {
     assert!(dir.path().join("chatroom-admin-add-token.1").exists());
     assert!(dir.path().join("chatroom.1").exists());
 }
+
+/// Every owner change made at the command line lands in the admin log, by
+/// `(admin)` from the `command line`, as the console's do; reading
+/// commands and refused changes write nothing.
+#[tokio::test]
+async fn cli_changes_reach_the_admin_log() {
+    let s = TestServer::start().await;
+    let env = s.cli_env();
+    for args in [
+        &["admin", "add-room", "ops"][..],
+        &["admin", "room-info", "--room", "ops", "--description", "d"],
+        &["admin", "room-info", "--room", "ops"],
+        &["admin", "set-retention", "--room", "ops", "--days", "3"],
+        &["admin", "set-retention", "--room", "ops", "--days", "99999"],
+        &[
+            "admin",
+            "add-token",
+            "--agent",
+            "w",
+            "--room",
+            "ops",
+            "--also-room",
+            "new",
+        ],
+        &["admin", "list-tokens"],
+        &["admin", "revoke", "--agent", "w"],
+        &["admin", "purge-tokens", "--older-than-days", "30", "--yes"],
+        &["admin", "delete-room", "--room", "new", "--yes"],
+    ] {
+        run_cli(args, &env).await;
+    }
+    let log = s.store.admin_log(50).await.unwrap();
+    let got: Vec<(&str, &str)> = log
+        .iter()
+        .rev()
+        .map(|e| {
+            assert_eq!(
+                (e.actor.as_str(), e.address.as_str()),
+                ("(admin)", "command line")
+            );
+            (e.action.as_str(), e.target.as_str())
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("room.create", "room ops"),
+            ("room.info", "room ops (description)"),
+            ("room.retention", "room ops keeps 3 day(s)"),
+            ("room.create", "room new"),
+            ("token.mint", "agent w (token #1; room ops +new)"),
+            ("token.revoke", "agent w (1 token(s))"),
+            ("token.purge", "0 token(s) revoked more than 30 day(s) ago"),
+            ("room.delete", "room new"),
+        ]
+    );
+}
+
+/// A grant's extra rooms are stored once each, sorted and without the
+/// default room, whether a token or a connect code carries them
+/// (`b, a, b, lobby` is `a, b`).
+#[tokio::test]
+async fn extra_rooms_are_stored_once_each() {
+    let s = TestServer::start().await;
+    let env = s.cli_env();
+    let rooms = [
+        "--room",
+        "lobby",
+        "--also-room",
+        "b",
+        "--also-room",
+        "a",
+        "--also-room",
+        "b",
+        "--also-room",
+        "lobby",
+        "--json",
+    ];
+    let token = [&["admin", "add-token", "--agent", "t"][..], &rooms].concat();
+    let (code, out, err) = run_cli(&token, &env).await;
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["also_rooms"], json!(["a", "b"]));
+    let code_args = [&["admin", "connect", "--agent", "app"][..], &rooms].concat();
+    let (code, out, err) = run_cli(&code_args, &env).await;
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["also_rooms"], json!(["a", "b"]));
+    let (_, out, _) = run_cli(&["admin", "list-tokens", "--json"], &env).await;
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list[0]["also_rooms"], json!(["a", "b"]));
+}
