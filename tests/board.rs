@@ -631,10 +631,12 @@ async fn review_gate() {
 }
 
 /// A claim with a lease lapses back to `pending` with a `task_lease_expired`
-/// event when the holder does not touch the task; a note by the holder renews it.
+/// event when the holder does not touch the task; a note by the holder renews
+/// it. Time moves on the server's clock, by hand.
 #[tokio::test]
 async fn leases_lapse_and_renew() {
-    let s = TestServer::start().await;
+    let clock = chatroom::clock::Clock::manual(chatroom::clock::now_ms());
+    let s = TestServer::start_at(clock.clone(), |_| {}).await;
     let a = s.agent("alice", "lobby").await;
     let watcher = s.agent("watcher", "lobby").await;
     let t = id(&a.call("create_task", json!({"title": "leased"})).await["created"]);
@@ -656,7 +658,7 @@ async fn leases_lapse_and_renew() {
         .unwrap()
         .to_owned();
     // A note by the holder renews the lease (the expiry moves later).
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    clock.advance(std::time::Duration::from_secs(1));
     let noted = a
         .call("add_note", json!({"task_id": t, "body": "working"}))
         .await;
@@ -666,6 +668,8 @@ async fn leases_lapse_and_renew() {
     watcher.call("whats_new", json!({})).await;
     a.call("claim_task", json!({"task_id": t2, "lease_seconds": 1}))
         .await;
+    // Its second passes on the server's clock; the sweeper applies it.
+    clock.advance(std::time::Duration::from_secs(2));
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
     loop {
         let r = watcher
