@@ -1,5 +1,7 @@
 //! Time as the database stores it (milliseconds since the Unix epoch) and as
-//! clients see it (RFC 3339, UTC, millisecond precision).
+//! clients see it (RFC 3339, UTC, millisecond precision), and the [`Clock`]
+//! the domain decides at: the system's, or a test's moved by hand, so
+//! leases, OAuth expiry and retention are tested without sleeping.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

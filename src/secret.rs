@@ -1,5 +1,7 @@
-//! Bearer tokens: minted from the OS CSPRNG, shown once, stored only as a
-//! SHA-256 hash. A raw token lives in a [`Secret`], which never prints.
+//! Token secrets, apart from any surface: bearer tokens minted from the OS
+//! CSPRNG, shown once, stored only as a SHA-256 hash. A raw token (or any
+//! other secret: the MQTT password, OAuth's codes) lives in a [`Secret`],
+//! which never prints. The domain mints with it; `auth` checks with it.
 
 use base64::Engine;
 use rand::TryRng;

@@ -1,5 +1,8 @@
-//! Who is calling and whether they may: bearer tokens, the Host allowlist, the
-//! browser-Origin check, the failed-auth throttle and the per-token rate limit.
+//! Who is calling and whether they may: the bearer-token layer and the
+//! `Caller` extractor (the caller itself is the domain's, its token's
+//! secret in [`crate::secret`]), the Host allowlist, the browser-Origin
+//! check, the request-body budget, the failed-auth throttle and the
+//! per-token rate limit.
 //! All of it runs in layers and extractors, never inside a handler; every
 //! call then passes [`admit`](admit::admit) (rate limit, audit row).
 

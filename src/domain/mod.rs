@@ -1,6 +1,10 @@
 //! The rules of chatroom, once, for every front-end (MCP tools, REST, CLI,
-//! console): rooms and grants, tokens, chat, the board, files, events and
-//! cursors. Front-ends parse input, call a method here, and render.
+//! console): rooms and grants, tokens, OAuth sign-in, chat, the board, files,
+//! events and cursors. Front-ends parse input, call a method of the [`Core`]
+//! with an [`Actor`] (an agent's [`Call`], or the [`Owner`] through the CLI
+//! or the console), and render. The core decides at its injected clock and
+//! sits in front of every store call; every owner change is written to the
+//! admin log here, whichever front end made it.
 
 pub mod board;
 pub mod bus;

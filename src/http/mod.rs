@@ -1,7 +1,8 @@
 //! The HTTP surfaces besides `/mcp`: the `/v1` REST API and SSE stream, the
-//! `/ui` dashboard, the `/admin` console, the sign-in pages, the small
-//! pages that say where a person is, and the assets they share. Each
-//! submodule contributes its routes here.
+//! `/ui` dashboard, the `/admin` console, the OAuth endpoints and sign-in
+//! pages, the small pages that say where a person is, and the embedded
+//! assets they serve (from [`crate::assets`]). The request extractors they
+//! share live in [`extract`]. Each submodule contributes its routes here.
 
 pub mod admin;
 pub mod extract;

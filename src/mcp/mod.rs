@@ -1,6 +1,8 @@
 //! The MCP endpoint: rmcp's streamable HTTP service in stateless mode with
 //! JSON responses, and the tools of the contract. A tool parses its
-//! arguments, calls the domain, and shapes the result; nothing else.
+//! arguments, calls the domain, and shapes the result; nothing else. Apps
+//! that sign in with OAuth reach the same tools (the token layer resolves
+//! their access tokens); `app` serves the board app's embedded assets.
 
 pub mod app;
 mod args;
@@ -71,7 +73,11 @@ pub fn service(state: AppState) -> StreamableHttpService<Chatroom, NeverSessionM
     )
 }
 
-/// The prefix rmcp puts on a failed `Parameters<T>` deserialization.
+/// The prefix rmcp puts on a failed `Parameters<T>` deserialization. rmcp
+/// offers no typed error for it (it matches this same prefix itself, in
+/// `router/tool.rs`, to turn the error into a tool result), so the match
+/// lives here alone, and `tests::rmcp_argument_errors_keep_their_prefix`
+/// fails when rmcp's wording changes.
 const DESERIALIZE_PREFIX: &str = "failed to deserialize parameters:";
 
 impl ServerHandler for Chatroom {
@@ -287,4 +293,32 @@ pub async fn map_transport_errors(
         axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rmcp's refusal of arguments that do not fit a tool's parameters
+    /// still starts with [`DESERIALIZE_PREFIX`], so it becomes our
+    /// `invalid_argument`; this fails when rmcp's wording changes.
+    #[test]
+    fn rmcp_argument_errors_keep_their_prefix() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Args {
+            task_id: i64,
+        }
+        let args = serde_json::json!({"task_id": "seven"});
+        let serde_json::Value::Object(args) = args else {
+            unreachable!()
+        };
+        let e = rmcp::handler::server::tool::parse_json_object::<Args>(args).unwrap_err();
+        assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(e.message.starts_with(DESERIALIZE_PREFIX), "{}", e.message);
+        let mapped = map_argument_error(CallToolResult::error(vec![ContentBlock::text(
+            e.message.to_string(),
+        )]));
+        assert_eq!(reply::error_code(&mapped), "invalid_argument");
+    }
 }
