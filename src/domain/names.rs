@@ -8,7 +8,6 @@
 
 use unicode_security::{RestrictionLevel, RestrictionLevelDetection};
 
-use crate::domain::store::Store;
 use crate::error::{Error, Result};
 
 /// A room name: 1–64 chars of `A-Z a-z 0-9 - _ .`, not path-like (`.`/`..`).
@@ -75,22 +74,23 @@ pub fn check_agent(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Refuses `agent` joining `rooms` when a member of one of them has a
+/// Refuses `agent` joining `room` when one of its `members` has a
 /// different name that looks the same (the same UTS #39 confusable
 /// skeleton: `alice` and a Cyrillic `аlісе`, `bob1` and `bobl`), so no one
 /// can pass for a member of a room they share.
-pub async fn check_newcomer(store: &dyn Store, agent: &str, rooms: &[String]) -> Result<()> {
+pub fn check_newcomer<'a>(
+    agent: &str,
+    room: &str,
+    members: impl IntoIterator<Item = &'a str>,
+) -> Result<()> {
     let mine = skeleton(agent);
-    for room in rooms {
-        for member in store.members(room).await? {
-            if member.agent != agent && skeleton(&member.agent) == mine {
-                return Err(Error::conflict(format!(
-                    "agent name {:?} looks like {:?}, already a member of room {room:?}; \
-                     pick a name that does not",
-                    truncate_for_message(agent),
-                    member.agent
-                )));
-            }
+    for member in members {
+        if member != agent && skeleton(member) == mine {
+            return Err(Error::conflict(format!(
+                "agent name {:?} looks like {member:?}, already a member of room {room:?}; \
+                 pick a name that does not",
+                truncate_for_message(agent),
+            )));
         }
     }
     Ok(())

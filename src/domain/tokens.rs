@@ -25,7 +25,10 @@ impl Core {
                 )));
             }
         }
-        names::check_newcomer(self.store.as_ref(), &grant.agent, &rooms).await?;
+        for room in &rooms {
+            let members = self.store.members(room).await?;
+            names::check_newcomer(&grant.agent, room, members.iter().map(|m| m.agent.as_str()))?;
+        }
         Ok(grant.normalized())
     }
 
