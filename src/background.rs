@@ -82,11 +82,9 @@ impl Background {
                 move || {
                     let core = c.clone();
                     async move {
-                        let store = core.store.as_ref();
-                        let swept = store.prune(crate::clock::now_ms()).await;
+                        let swept = core.store.prune(crate::clock::now_ms()).await;
                         // Expired OAuth state goes with the same sweep.
-                        let now = core.clock.now_ms();
-                        match crate::domain::oauth::prune_then(store, now, swept).await {
+                        match core.prune_oauth_then(swept).await {
                             Ok(n) if n != Default::default() => tracing::info!(
                                 messages = n.messages,
                                 events = n.events,

@@ -400,121 +400,124 @@ pub fn return_address(uri: &str) -> String {
     }
 }
 
-/// Registers a client (RFC 7591). Bad metadata gets `invalid_redirect_uri`
-/// or `invalid_client_metadata`; a store full of clients that all signed
-/// in `temporarily_unavailable`. A client with a private-use redirect URI
-/// is a native app and so a public client (RFC 8252 §8.4): it is
-/// registered without a secret, PKCE being what protects its codes.
-pub async fn register(
-    store: &dyn Store,
-    req: RegistrationRequest,
-    now: i64,
-) -> std::result::Result<Registered, OAuthError> {
-    let bad_uri = |d: String| OAuthError::new(400, "invalid_redirect_uri", d);
-    let bad_meta = |d: &str| OAuthError::new(400, "invalid_client_metadata", d);
-    let uris = req
-        .redirect_uris
-        .ok_or_else(|| bad_uri("redirect_uris is required".into()))?;
-    if uris.is_empty() || uris.len() > MAX_REDIRECT_URIS {
-        return Err(bad_uri(format!(
-            "redirect_uris must hold 1 to {MAX_REDIRECT_URIS} URIs"
-        )));
-    }
-    let mut redirect_uris = Vec::with_capacity(uris.len());
-    let mut native = false;
-    for uri in uris {
-        let uri = uri
-            .as_str()
-            .ok_or_else(|| bad_uri("every redirect URI must be a string".into()))?;
-        native |= check_redirect_uri(uri).map_err(bad_uri)? == RedirectKind::PrivateUse;
-        if !redirect_uris.iter().any(|u| u == uri) {
-            redirect_uris.push(uri.to_owned());
+impl Core {
+    /// Registers a client (RFC 7591). Bad metadata gets `invalid_redirect_uri`
+    /// or `invalid_client_metadata`; a store full of clients that all signed
+    /// in `temporarily_unavailable`. A client with a private-use redirect URI
+    /// is a native app and so a public client (RFC 8252 §8.4): it is
+    /// registered without a secret, PKCE being what protects its codes.
+    pub async fn register(
+        &self,
+        req: RegistrationRequest,
+    ) -> std::result::Result<Registered, OAuthError> {
+        let store = self.store.as_ref();
+        let now = self.clock.now_ms();
+        let bad_uri = |d: String| OAuthError::new(400, "invalid_redirect_uri", d);
+        let bad_meta = |d: &str| OAuthError::new(400, "invalid_client_metadata", d);
+        let uris = req
+            .redirect_uris
+            .ok_or_else(|| bad_uri("redirect_uris is required".into()))?;
+        if uris.is_empty() || uris.len() > MAX_REDIRECT_URIS {
+            return Err(bad_uri(format!(
+                "redirect_uris must hold 1 to {MAX_REDIRECT_URIS} URIs"
+            )));
         }
-    }
-    let client_name = match req.client_name {
-        None | Some(serde_json::Value::Null) => "an unnamed app".to_owned(),
-        Some(serde_json::Value::String(s)) => {
-            let s = s.trim();
-            if s.is_empty() || s.chars().count() > 200 || s.chars().any(names::is_hidden) {
+        let mut redirect_uris = Vec::with_capacity(uris.len());
+        let mut native = false;
+        for uri in uris {
+            let uri = uri
+                .as_str()
+                .ok_or_else(|| bad_uri("every redirect URI must be a string".into()))?;
+            native |= check_redirect_uri(uri).map_err(bad_uri)? == RedirectKind::PrivateUse;
+            if !redirect_uris.iter().any(|u| u == uri) {
+                redirect_uris.push(uri.to_owned());
+            }
+        }
+        let client_name = match req.client_name {
+            None | Some(serde_json::Value::Null) => "an unnamed app".to_owned(),
+            Some(serde_json::Value::String(s)) => {
+                let s = s.trim();
+                if s.is_empty() || s.chars().count() > 200 || s.chars().any(names::is_hidden) {
+                    return Err(bad_meta(
+                        "client_name must be 1 to 200 characters without control characters",
+                    ));
+                }
+                s.to_owned()
+            }
+            Some(_) => return Err(bad_meta("client_name must be a string")),
+        };
+        // RFC 7591 §2: the default method is client_secret_basic.
+        let asked_method = match req.token_endpoint_auth_method {
+            None | Some(serde_json::Value::Null) => "client_secret_basic".to_owned(),
+            Some(serde_json::Value::String(m))
+                if ["none", "client_secret_post", "client_secret_basic"].contains(&m.as_str()) =>
+            {
+                m
+            }
+            Some(_) => {
                 return Err(bad_meta(
-                    "client_name must be 1 to 200 characters without control characters",
+                    "token_endpoint_auth_method must be none, client_secret_post or client_secret_basic",
                 ));
             }
-            s.to_owned()
+        };
+        // RFC 7591 §3.2.1: the server may replace a requested value.
+        let auth_method = if native {
+            "none".to_owned()
+        } else {
+            asked_method
+        };
+        for grant_type in req.grant_types.unwrap_or_default() {
+            if !matches!(
+                grant_type.as_str(),
+                Some("authorization_code" | "refresh_token")
+            ) {
+                return Err(bad_meta(
+                    "grant_types may hold only authorization_code and refresh_token",
+                ));
+            }
         }
-        Some(_) => return Err(bad_meta("client_name must be a string")),
-    };
-    // RFC 7591 §2: the default method is client_secret_basic.
-    let asked_method = match req.token_endpoint_auth_method {
-        None | Some(serde_json::Value::Null) => "client_secret_basic".to_owned(),
-        Some(serde_json::Value::String(m))
-            if ["none", "client_secret_post", "client_secret_basic"].contains(&m.as_str()) =>
+        for response_type in req.response_types.unwrap_or_default() {
+            if response_type.as_str() != Some("code") {
+                return Err(bad_meta("response_types may hold only code"));
+            }
+        }
+        let client_id = format!(
+            "{CLIENT_PREFIX}{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<16>())
+        );
+        let secret = (auth_method != "none").then(|| mint_secret(CLIENT_SECRET_PREFIX));
+        let client = OAuthClient {
+            client_id: client_id.clone(),
+            secret_hash: secret.as_ref().map(|s| hash(s.expose())),
+            client_name: client_name.clone(),
+            redirect_uris: redirect_uris.clone(),
+            auth_method: auth_method.clone(),
+            created_ts: now,
+            used_ts: None,
+        };
+        if !store
+            .oauth_insert_client(&client, MAX_CLIENTS, now - UNUSED_CLIENT_TTL_MS)
+            .await?
         {
-            m
-        }
-        Some(_) => {
-            return Err(bad_meta(
-                "token_endpoint_auth_method must be none, client_secret_post or client_secret_basic",
+            return Err(OAuthError::new(
+                503,
+                "temporarily_unavailable",
+                "the server holds as many signed-in apps as it can; the owner can revoke unused ones",
             ));
         }
-    };
-    // RFC 7591 §3.2.1: the server may replace a requested value.
-    let auth_method = if native {
-        "none".to_owned()
-    } else {
-        asked_method
-    };
-    for grant_type in req.grant_types.unwrap_or_default() {
-        if !matches!(
-            grant_type.as_str(),
-            Some("authorization_code" | "refresh_token")
-        ) {
-            return Err(bad_meta(
-                "grant_types may hold only authorization_code and refresh_token",
-            ));
-        }
+        Ok(Registered {
+            client_id,
+            client_secret_expires_at: secret.as_ref().map(|_| 0),
+            client_secret: secret.map(|s| s.expose().to_owned()),
+            client_id_issued_at: now / 1000,
+            client_name,
+            redirect_uris,
+            grant_types: vec!["authorization_code", "refresh_token"],
+            response_types: vec!["code"],
+            token_endpoint_auth_method: auth_method,
+            scope: SCOPE,
+        })
     }
-    for response_type in req.response_types.unwrap_or_default() {
-        if response_type.as_str() != Some("code") {
-            return Err(bad_meta("response_types may hold only code"));
-        }
-    }
-    let client_id = format!(
-        "{CLIENT_PREFIX}{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<16>())
-    );
-    let secret = (auth_method != "none").then(|| mint_secret(CLIENT_SECRET_PREFIX));
-    let client = OAuthClient {
-        client_id: client_id.clone(),
-        secret_hash: secret.as_ref().map(|s| hash(s.expose())),
-        client_name: client_name.clone(),
-        redirect_uris: redirect_uris.clone(),
-        auth_method: auth_method.clone(),
-        created_ts: now,
-        used_ts: None,
-    };
-    if !store
-        .oauth_insert_client(&client, MAX_CLIENTS, now - UNUSED_CLIENT_TTL_MS)
-        .await?
-    {
-        return Err(OAuthError::new(
-            503,
-            "temporarily_unavailable",
-            "the server holds as many signed-in apps as it can; the owner can revoke unused ones",
-        ));
-    }
-    Ok(Registered {
-        client_id,
-        client_secret_expires_at: secret.as_ref().map(|_| 0),
-        client_secret: secret.map(|s| s.expose().to_owned()),
-        client_id_issued_at: now / 1000,
-        client_name,
-        redirect_uris,
-        grant_types: vec!["authorization_code", "refresh_token"],
-        response_types: vec!["code"],
-        token_endpoint_auth_method: auth_method,
-        scope: SCOPE,
-    })
 }
 
 /// Authenticates a client at the token or revocation endpoint: a client
@@ -576,39 +579,42 @@ pub struct Approval<'a> {
     pub resource: Option<&'a str>,
 }
 
-/// Approves an authorization with a connect code: spends the code, creates
-/// the grant and an authorization code in one transaction. `Ok(None)` for a
-/// code that is wrong, used or expired (the caller counts the failure).
-pub async fn approve(
-    store: &dyn Store,
-    client: &ClientInfo,
-    typed_code: &str,
-    asked: Approval<'_>,
-    now: i64,
-) -> Result<Option<Secret>> {
-    let Some(code) = normalize_connect_code(typed_code) else {
-        return Ok(None);
-    };
-    let auth_code = mint_secret(AUTH_CODE_PREFIX);
-    let new = NewAuthCode {
-        hash: hash(auth_code.expose()),
-        client_id: client.client_id.clone(),
-        redirect_uri: asked.redirect_uri.to_owned(),
-        redirect_uri_given: asked.redirect_uri_given,
-        code_challenge: asked.code_challenge.to_owned(),
-        resource: asked.resource.map(str::to_owned),
-        expires_ts: now + AUTH_CODE_TTL_MS,
-    };
-    let grant = store
-        .oauth_approve(
-            &hash(&code),
-            &client.client_id,
-            &client.client_name,
-            &new,
-            now,
-        )
-        .await?;
-    Ok(grant.map(|_| auth_code))
+impl Core {
+    /// Approves an authorization with a connect code: spends the code, creates
+    /// the grant and an authorization code in one transaction. `Ok(None)` for a
+    /// code that is wrong, used or expired (the caller counts the failure).
+    pub async fn approve(
+        &self,
+        client: &ClientInfo,
+        typed_code: &str,
+        asked: Approval<'_>,
+    ) -> Result<Option<Secret>> {
+        let store = self.store.as_ref();
+        let now = self.clock.now_ms();
+        let Some(code) = normalize_connect_code(typed_code) else {
+            return Ok(None);
+        };
+        let auth_code = mint_secret(AUTH_CODE_PREFIX);
+        let new = NewAuthCode {
+            hash: hash(auth_code.expose()),
+            client_id: client.client_id.clone(),
+            redirect_uri: asked.redirect_uri.to_owned(),
+            redirect_uri_given: asked.redirect_uri_given,
+            code_challenge: asked.code_challenge.to_owned(),
+            resource: asked.resource.map(str::to_owned),
+            expires_ts: now + AUTH_CODE_TTL_MS,
+        };
+        let grant = store
+            .oauth_approve(
+                &hash(&code),
+                &client.client_id,
+                &client.client_name,
+                &new,
+                now,
+            )
+            .await?;
+        Ok(grant.map(|_| auth_code))
+    }
 }
 
 // ---------------------------------------------------------------- token endpoint
@@ -623,11 +629,14 @@ pub struct TokenResponse {
     pub scope: &'static str,
 }
 
-/// The server's key that tags refresh tokens and derives their successors
-/// (stored in the database, so every replica has it).
-pub async fn refresh_key(store: &dyn Store) -> Result<Vec<u8>> {
-    let hex_key = store.oauth_key("refresh_tag", &fresh_key()).await?;
-    hex::decode(hex_key).map_err(Error::internal)
+impl Core {
+    /// The server's key that tags refresh tokens and derives their successors
+    /// (stored in the database, so every replica has it).
+    pub async fn refresh_key(&self) -> Result<Vec<u8>> {
+        let store = self.store.as_ref();
+        let hex_key = store.oauth_key("refresh_tag", &fresh_key()).await?;
+        hex::decode(hex_key).map_err(Error::internal)
+    }
 }
 
 /// Bytes of a refresh token after its prefix: the grant id, a nonce, a tag.
@@ -710,11 +719,9 @@ fn access_for(
 /// the lifetimes and the time.
 #[derive(Clone, Copy)]
 pub struct TokenEndpoint<'a> {
-    pub store: &'a dyn Store,
     pub key: &'a [u8],
     pub resources: &'a [String],
     pub life: Lifetimes,
-    pub now: i64,
 }
 
 /// What an `authorization_code` token request presents.
@@ -726,109 +733,112 @@ pub struct CodeExchange<'a> {
     pub resource: Option<&'a str>,
 }
 
-/// The `authorization_code` grant: one use, unexpired, the same client and
-/// redirect URI (required again when the authorization request named one,
-/// RFC 6749 §4.1.3), the PKCE verifier, and the same resource when one is
-/// named. A replayed code revokes the grant it created (RFC 6749 §4.1.2).
-pub async fn exchange_code(
-    at: TokenEndpoint<'_>,
-    client: &ClientInfo,
-    asked: CodeExchange<'_>,
-) -> std::result::Result<TokenResponse, OAuthError> {
-    let TokenEndpoint {
-        store,
-        key,
-        resources: our_resources,
-        life,
-        now,
-    } = at;
-    let CodeExchange {
-        code,
-        redirect_uri,
-        verifier,
-        resource,
-    } = asked;
-    let verifier = verifier
-        .ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE S256)"))?;
-    check_resource(resource, our_resources)?;
-    if !code.starts_with(AUTH_CODE_PREFIX) || code.len() > 200 {
-        return Err(OAuthError::invalid_grant(
-            "the authorization code is not valid",
-        ));
-    }
-    let found = match store.oauth_take_auth_code(&hash(code), now).await? {
-        CodeTake::Fresh(found) => found,
-        CodeTake::Replayed { grant_id } => {
-            store.oauth_revoke_grant(grant_id, now).await?;
-            tracing::warn!(
-                grant = grant_id,
-                "an authorization code was used twice; its grant is revoked"
-            );
-            return Err(OAuthError::invalid_grant(
-                "the authorization code was already used",
-            ));
-        }
-        CodeTake::Unknown => {
+impl Core {
+    /// The `authorization_code` grant: one use, unexpired, the same client and
+    /// redirect URI (required again when the authorization request named one,
+    /// RFC 6749 §4.1.3), the PKCE verifier, and the same resource when one is
+    /// named. A replayed code revokes the grant it created (RFC 6749 §4.1.2).
+    pub async fn exchange_code(
+        &self,
+        at: TokenEndpoint<'_>,
+        client: &ClientInfo,
+        asked: CodeExchange<'_>,
+    ) -> std::result::Result<TokenResponse, OAuthError> {
+        let TokenEndpoint {
+            key,
+            resources: our_resources,
+            life,
+        } = at;
+        let store = self.store.as_ref();
+        let now = self.clock.now_ms();
+        let CodeExchange {
+            code,
+            redirect_uri,
+            verifier,
+            resource,
+        } = asked;
+        let verifier = verifier
+            .ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE S256)"))?;
+        check_resource(resource, our_resources)?;
+        if !code.starts_with(AUTH_CODE_PREFIX) || code.len() > 200 {
             return Err(OAuthError::invalid_grant(
                 "the authorization code is not valid",
             ));
         }
-    };
-    if found.expires_ts <= now {
-        return Err(OAuthError::invalid_grant(
-            "the authorization code has expired",
-        ));
-    }
-    if found.client_id != client.client_id {
-        return Err(OAuthError::invalid_grant(
-            "the authorization code was issued to another client",
-        ));
-    }
-    match redirect_uri {
-        Some(r) if !redirect_matches(&found.redirect_uri, r) => {
+        let found = match store.oauth_take_auth_code(&hash(code), now).await? {
+            CodeTake::Fresh(found) => found,
+            CodeTake::Replayed { grant_id } => {
+                store.oauth_revoke_grant(grant_id, now).await?;
+                tracing::warn!(
+                    grant = grant_id,
+                    "an authorization code was used twice; its grant is revoked"
+                );
+                return Err(OAuthError::invalid_grant(
+                    "the authorization code was already used",
+                ));
+            }
+            CodeTake::Unknown => {
+                return Err(OAuthError::invalid_grant(
+                    "the authorization code is not valid",
+                ));
+            }
+        };
+        if found.expires_ts <= now {
             return Err(OAuthError::invalid_grant(
-                "redirect_uri differs from the one of the authorization request",
+                "the authorization code has expired",
             ));
         }
-        None if found.redirect_uri_given => {
-            return Err(OAuthError::invalid_request(
-                "redirect_uri is required: the authorization request named one (RFC 6749 §4.1.3)",
+        if found.client_id != client.client_id {
+            return Err(OAuthError::invalid_grant(
+                "the authorization code was issued to another client",
             ));
         }
-        _ => {}
+        match redirect_uri {
+            Some(r) if !redirect_matches(&found.redirect_uri, r) => {
+                return Err(OAuthError::invalid_grant(
+                    "redirect_uri differs from the one of the authorization request",
+                ));
+            }
+            None if found.redirect_uri_given => {
+                return Err(OAuthError::invalid_request(
+                    "redirect_uri is required: the authorization request named one (RFC 6749 §4.1.3)",
+                ));
+            }
+            _ => {}
+        }
+        if let (Some(asked), Some(r)) = (&found.resource, resource)
+            && !same_resource(asked, r)
+        {
+            return Err(OAuthError::new(
+                400,
+                "invalid_target",
+                "resource differs from the one of the authorization request",
+            ));
+        }
+        if !pkce_matches(verifier, &found.code_challenge) {
+            return Err(OAuthError::invalid_grant(
+                "code_verifier does not match the code challenge",
+            ));
+        }
+        let refresh = refresh_token(key, found.grant_id, &random_bytes::<32>());
+        let (access, answer) = access_for(found.grant_id, &refresh, life, now);
+        let started = store
+            .oauth_rotate_refresh(&Rotation {
+                grant_id: found.grant_id,
+                old_hash: None,
+                new_hash: hash(refresh.expose()),
+                expires_ts: now + life.refresh_ms,
+                access,
+                now,
+            })
+            .await?;
+        if !started {
+            return Err(OAuthError::invalid_grant(
+                "this grant was revoked; sign in again",
+            ));
+        }
+        Ok(answer)
     }
-    if let (Some(asked), Some(r)) = (&found.resource, resource)
-        && !same_resource(asked, r)
-    {
-        return Err(OAuthError::new(
-            400,
-            "invalid_target",
-            "resource differs from the one of the authorization request",
-        ));
-    }
-    if !pkce_matches(verifier, &found.code_challenge) {
-        return Err(OAuthError::invalid_grant(
-            "code_verifier does not match the code challenge",
-        ));
-    }
-    let refresh = refresh_token(key, found.grant_id, &random_bytes::<32>());
-    let (access, answer) = access_for(found.grant_id, &refresh, life, now);
-    let started = store
-        .oauth_rotate_refresh(&Rotation {
-            grant_id: found.grant_id,
-            old_hash: None,
-            new_hash: hash(refresh.expose()),
-            expires_ts: now + life.refresh_ms,
-            access,
-            now,
-        })
-        .await?;
-    if !started {
-        return Err(OAuthError::invalid_grant(
-            "this grant was revoked; sign in again",
-        ));
-    }
-    Ok(answer)
 }
 
 /// `resource` (RFC 8707), when given, must name this server.
@@ -853,102 +863,105 @@ pub fn refresh_grant_hint(raw: &str) -> Option<i64> {
         .then(|| i64::from_be_bytes(body[..8].try_into().unwrap_or_default()))
 }
 
-/// The `refresh_token` grant. Every use rotates: the grant's live refresh
-/// token is replaced by its successor and a fresh access token comes with
-/// it. The token just replaced, presented again within
-/// [`REFRESH_GRACE_MS`], gets the same successor and another access token
-/// (the first answer was lost, or two tabs refreshed at once). Any other
-/// token of the grant — older than that, or two rotations old — is a
-/// stolen or replayed one: the whole grant ends.
-///
-/// Correct across replicas: the rotation is a compare-and-set in the
-/// database, and the successor is derived from the token, so every one of
-/// several simultaneous requests with one token gets the same successor.
-pub async fn refresh(
-    at: TokenEndpoint<'_>,
-    client: &ClientInfo,
-    raw: &str,
-    resource: Option<&str>,
-) -> std::result::Result<TokenResponse, OAuthError> {
-    let TokenEndpoint {
-        store,
-        key,
-        resources: our_resources,
-        life,
-        now,
-    } = at;
-    check_resource(resource, our_resources)?;
-    let invalid = || OAuthError::invalid_grant("the refresh token is not valid");
-    if !raw.starts_with(REFRESH_PREFIX) || raw.len() > 200 {
-        return Err(invalid());
-    }
-    let token_hash = hash(raw);
-    let Some(grant) = store.oauth_grant_by_refresh(&token_hash).await? else {
-        // Not the live token of any grant nor the one it replaced: a spent
-        // token of a grant if its tag is ours, else nothing of ours.
-        return match tagged_grant(key, raw) {
-            Some(grant_id) => Err(reuse(store, Some(grant_id), None, now).await?),
-            None => Err(invalid()),
+impl Core {
+    /// The `refresh_token` grant. Every use rotates: the grant's live refresh
+    /// token is replaced by its successor and a fresh access token comes with
+    /// it. The token just replaced, presented again within
+    /// [`REFRESH_GRACE_MS`], gets the same successor and another access token
+    /// (the first answer was lost, or two tabs refreshed at once). Any other
+    /// token of the grant — older than that, or two rotations old — is a
+    /// stolen or replayed one: the whole grant ends.
+    ///
+    /// Correct across replicas: the rotation is a compare-and-set in the
+    /// database, and the successor is derived from the token, so every one of
+    /// several simultaneous requests with one token gets the same successor.
+    pub async fn refresh(
+        &self,
+        at: TokenEndpoint<'_>,
+        client: &ClientInfo,
+        raw: &str,
+        resource: Option<&str>,
+    ) -> std::result::Result<TokenResponse, OAuthError> {
+        let TokenEndpoint {
+            key,
+            resources: our_resources,
+            life,
+        } = at;
+        let store = self.store.as_ref();
+        let now = self.clock.now_ms();
+        check_resource(resource, our_resources)?;
+        let invalid = || OAuthError::invalid_grant("the refresh token is not valid");
+        if !raw.starts_with(REFRESH_PREFIX) || raw.len() > 200 {
+            return Err(invalid());
+        }
+        let token_hash = hash(raw);
+        let Some(grant) = store.oauth_grant_by_refresh(&token_hash).await? else {
+            // Not the live token of any grant nor the one it replaced: a spent
+            // token of a grant if its tag is ours, else nothing of ours.
+            return match tagged_grant(key, raw) {
+                Some(grant_id) => Err(reuse(store, Some(grant_id), None, now).await?),
+                None => Err(invalid()),
+            };
         };
-    };
-    if grant.client_id != client.client_id {
-        return Err(invalid());
-    }
-    if grant.revoked_ts.is_some() {
-        return Err(OAuthError::invalid_grant(
-            "this grant was revoked; sign in again",
-        ));
-    }
-    let next = successor(key, grant.id, raw);
-    let next_hash = hash(next.expose());
-    let mut grant = Some(grant);
-    if let Some(g) = grant
-        .as_ref()
-        .filter(|g| g.refresh.hash.as_deref() == Some(token_hash.as_str()))
-    {
-        let grant_id = g.id;
-        if g.refresh.expires_ts.is_some_and(|e| e <= now) {
+        if grant.client_id != client.client_id {
+            return Err(invalid());
+        }
+        if grant.revoked_ts.is_some() {
             return Err(OAuthError::invalid_grant(
-                "the refresh token has expired; sign in again",
+                "this grant was revoked; sign in again",
             ));
         }
-        let (access, answer) = access_for(grant_id, &next, life, now);
-        let rotated = store
-            .oauth_rotate_refresh(&Rotation {
-                grant_id,
-                old_hash: Some(token_hash.clone()),
-                new_hash: next_hash.clone(),
-                expires_ts: now + life.refresh_ms,
-                access,
-                now,
-            })
-            .await?;
-        if rotated {
-            return Ok(answer);
+        let next = successor(key, grant.id, raw);
+        let next_hash = hash(next.expose());
+        let mut grant = Some(grant);
+        if let Some(g) = grant
+            .as_ref()
+            .filter(|g| g.refresh.hash.as_deref() == Some(token_hash.as_str()))
+        {
+            let grant_id = g.id;
+            if g.refresh.expires_ts.is_some_and(|e| e <= now) {
+                return Err(OAuthError::invalid_grant(
+                    "the refresh token has expired; sign in again",
+                ));
+            }
+            let (access, answer) = access_for(grant_id, &next, life, now);
+            let rotated = store
+                .oauth_rotate_refresh(&Rotation {
+                    grant_id,
+                    old_hash: Some(token_hash.clone()),
+                    new_hash: next_hash.clone(),
+                    expires_ts: now + life.refresh_ms,
+                    access,
+                    now,
+                })
+                .await?;
+            if rotated {
+                return Ok(answer);
+            }
+            // Replaced meanwhile, by this very request's twin: read the grant
+            // as it is now.
+            grant = store
+                .oauth_grant_by_refresh(&token_hash)
+                .await?
+                .filter(|g| g.revoked_ts.is_none());
         }
-        // Replaced meanwhile, by this very request's twin: read the grant
-        // as it is now.
-        grant = store
-            .oauth_grant_by_refresh(&token_hash)
-            .await?
-            .filter(|g| g.revoked_ts.is_none());
+        let Some(grant) = grant else {
+            return Err(reuse(store, tagged_grant(key, raw), None, now).await?);
+        };
+        let fresh_retry = grant.refresh.prev_hash.as_deref() == Some(token_hash.as_str())
+            && grant.refresh.hash.as_deref() == Some(next_hash.as_str())
+            && grant
+                .refresh
+                .rotated_ts
+                .is_some_and(|t| now - t <= REFRESH_GRACE_MS);
+        if !fresh_retry {
+            return Err(reuse(store, Some(grant.id), Some(&grant.grant.agent), now).await?);
+        }
+        let (access, answer) = access_for(grant.id, &next, life, now);
+        store.oauth_insert_tokens(&[access]).await?;
+        tracing::info!(grant = grant.id, agent = %grant.grant.agent, "a refresh token was presented again within the grace period; the same successor was sent");
+        Ok(answer)
     }
-    let Some(grant) = grant else {
-        return Err(reuse(store, tagged_grant(key, raw), None, now).await?);
-    };
-    let fresh_retry = grant.refresh.prev_hash.as_deref() == Some(token_hash.as_str())
-        && grant.refresh.hash.as_deref() == Some(next_hash.as_str())
-        && grant
-            .refresh
-            .rotated_ts
-            .is_some_and(|t| now - t <= REFRESH_GRACE_MS);
-    if !fresh_retry {
-        return Err(reuse(store, Some(grant.id), Some(&grant.grant.agent), now).await?);
-    }
-    let (access, answer) = access_for(grant.id, &next, life, now);
-    store.oauth_insert_tokens(&[access]).await?;
-    tracing::info!(grant = grant.id, agent = %grant.grant.agent, "a refresh token was presented again within the grace period; the same successor was sent");
-    Ok(answer)
 }
 
 /// A spent refresh token came back: the grant `grant_id` ends (when known).
@@ -974,38 +987,41 @@ async fn reuse(
     ))
 }
 
-/// Revokes the grant of an access or refresh token presented by `client`
-/// (RFC 7009). Unknown tokens and tokens of other clients are ignored, as
-/// the RFC asks; either way the answer is the same.
-pub async fn revoke_token(
-    store: &dyn Store,
-    key: &[u8],
-    client: &ClientInfo,
-    raw: &str,
-    now: i64,
-) -> Result<()> {
-    if raw.len() > 200 {
-        return Ok(());
-    }
-    let grant = if raw.starts_with(ACCESS_PREFIX) {
-        store.oauth_token(&hash(raw)).await?.map(|(_, g)| g)
-    } else if raw.starts_with(REFRESH_PREFIX) {
-        match store.oauth_grant_by_refresh(&hash(raw)).await? {
-            Some(g) => Some(g),
-            None => match tagged_grant(key, raw) {
-                Some(id) => store.oauth_grant(id).await?,
-                None => None,
-            },
+impl Core {
+    /// Revokes the grant of an access or refresh token presented by `client`
+    /// (RFC 7009). Unknown tokens and tokens of other clients are ignored, as
+    /// the RFC asks; either way the answer is the same.
+    pub async fn revoke_oauth_token(
+        &self,
+        key: &[u8],
+        client: &ClientInfo,
+        raw: &str,
+    ) -> Result<()> {
+        let store = self.store.as_ref();
+        let now = self.clock.now_ms();
+        if raw.len() > 200 {
+            return Ok(());
         }
-    } else {
-        None
-    };
-    if let Some(grant) = grant
-        && grant.client_id == client.client_id
-    {
-        store.oauth_revoke_grant(grant.id, now).await?;
+        let grant = if raw.starts_with(ACCESS_PREFIX) {
+            store.oauth_token(&hash(raw)).await?.map(|(_, g)| g)
+        } else if raw.starts_with(REFRESH_PREFIX) {
+            match store.oauth_grant_by_refresh(&hash(raw)).await? {
+                Some(g) => Some(g),
+                None => match tagged_grant(key, raw) {
+                    Some(id) => store.oauth_grant(id).await?,
+                    None => None,
+                },
+            }
+        } else {
+            None
+        };
+        if let Some(grant) = grant
+            && grant.client_id == client.client_id
+        {
+            store.oauth_revoke_grant(grant.id, now).await?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The caller an OAuth access token stands for: unexpired, of a grant that
@@ -1035,14 +1051,18 @@ impl Core {
     }
 }
 
-/// Forgets expired OAuth state (unused registrations, spent codes, expired
-/// tokens) after the retention sweep, passing the sweep's result on: the
-/// background prune calls it so nothing depends on a registration coming.
-pub async fn prune_then<T>(store: &dyn Store, now: i64, sweep: Result<T>) -> Result<T> {
-    if let Err(e) = store.oauth_prune(now).await {
-        e.log_if_internal();
+impl Core {
+    /// Forgets expired OAuth state (unused registrations, spent codes, expired
+    /// tokens) after the retention sweep, passing the sweep's result on: the
+    /// background prune calls it so nothing depends on a registration coming.
+    pub async fn prune_oauth_then<T>(&self, sweep: Result<T>) -> Result<T> {
+        let store = self.store.as_ref();
+        let now = self.clock.now_ms();
+        if let Err(e) = store.oauth_prune(now).await {
+            e.log_if_internal();
+        }
+        sweep
     }
-    sweep
 }
 
 /// Whether two resource URLs name the same resource (a trailing slash aside).

@@ -75,7 +75,7 @@ struct OAuth {
     cimd: cimd::Fetcher,
     /// The consent forms' HMAC key, from the database (shared by replicas).
     csrf_key: tokio::sync::OnceCell<Vec<u8>>,
-    /// The key that tags refresh tokens (see `domain::oauth::refresh`).
+    /// The key that tags refresh tokens (see `Core::refresh` in `domain::oauth`).
     refresh_key: tokio::sync::OnceCell<Vec<u8>>,
 }
 
@@ -462,7 +462,7 @@ impl OAuth {
     async fn refresh_key(&self, state: &AppState) -> crate::error::Result<&[u8]> {
         let key = self
             .refresh_key
-            .get_or_try_init(|| oauth::refresh_key(state.core.store.as_ref()))
+            .get_or_try_init(|| state.core.refresh_key())
             .await?;
         Ok(key.as_slice())
     }
@@ -552,13 +552,7 @@ async fn register(
             ));
         }
     };
-    match oauth::register(
-        state.core.store.as_ref(),
-        request,
-        state.core.clock.now_ms(),
-    )
-    .await
-    {
+    match state.core.register(request).await {
         Ok(registered) => {
             tracing::info!(%addr, client = %registered.client_name, "an OAuth client registered");
             (StatusCode::CREATED, no_store(), Json(registered)).into_response()
@@ -947,8 +941,7 @@ async fn authorize_submit(
         code_challenge: &r.code_challenge,
         resource,
     };
-    let now = state.core.clock.now_ms();
-    match oauth::approve(state.core.store.as_ref(), &r.client, typed, asked, now).await {
+    match state.core.approve(&r.client, typed, asked).await {
         Ok(Some(code)) => {
             tracing::info!(%addr, client = %r.client.client_name, "an app was connected with a connect code");
             back(&[("code", code.expose())])
@@ -1054,11 +1047,9 @@ async fn token(
             refresh_ms: state.config.oauth_refresh_ttl.as_millis() as i64,
         };
         let at = oauth::TokenEndpoint {
-            store: state.core.store.as_ref(),
             key: oauth.refresh_key(&state).await?,
             resources: &ours,
             life,
-            now: state.core.clock.now_ms(),
         };
         match params.get("grant_type") {
             Some("authorization_code") => {
@@ -1071,7 +1062,7 @@ async fn token(
                     verifier: params.get("code_verifier"),
                     resource: params.get("resource"),
                 };
-                Ok(oauth::exchange_code(at, &client, asked).await?)
+                Ok(state.core.exchange_code(at, &client, asked).await?)
             }
             Some("refresh_token") => {
                 let raw = params
@@ -1086,7 +1077,7 @@ async fn token(
                     )).into());
                 }
                 let resource = params.get("resource");
-                Ok(oauth::refresh(at, &client, raw, resource).await?)
+                Ok(state.core.refresh(at, &client, raw, resource).await?)
             }
             Some(_) => Err(OAuthError::new(
                 400,
@@ -1144,8 +1135,7 @@ async fn revoke(
             .get("token")
             .ok_or_else(|| OAuthError::invalid_request("token is required"))?;
         let key = oauth.refresh_key(&state).await?;
-        let now = state.core.clock.now_ms();
-        oauth::revoke_token(state.core.store.as_ref(), key, &client, raw, now).await?;
+        state.core.revoke_oauth_token(key, &client, raw).await?;
         Ok::<_, OAuthError>(())
     }
     .await;
