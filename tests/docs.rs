@@ -770,3 +770,42 @@ fn env_example_settings_are_the_table() {
         );
     }
 }
+
+/// README's Administration section names every `chatroom admin` command
+/// the binary has (as `chatroom admin --help` lists them), and no other.
+#[test]
+fn readme_names_every_admin_command() {
+    let out = std::process::Command::new(binary())
+        .args(["admin", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{help}");
+    let readme = repo_file("README.md");
+    let section = readme
+        .split("## Administration")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has an Administration section");
+    let list = section
+        .split("lists the commands (")
+        .nth(1)
+        .and_then(|s| s.split(")").next())
+        .expect("the section lists the commands in parentheses");
+    let named: Vec<String> = list
+        .split(',')
+        .map(|c| c.trim().trim_matches('`').to_owned())
+        .collect();
+    assert_eq!(
+        named, commands,
+        "README's admin command list is not `chatroom admin --help`'s"
+    );
+}
