@@ -374,9 +374,48 @@ fn json_snippets_parse() {
 
 // ---- The tool reference ------------------------------------------------------
 
-/// One call of every tool, in an order in which each succeeds; the keys of
-/// each answer are its result keys.
-async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
+/// What the reference run saw: each tool's answers' keys (one set per
+/// call), and the task objects inside any answer (their keys, and the
+/// values of their `can`).
+#[derive(Default)]
+struct Seen {
+    answers: HashMap<String, Vec<BTreeSet<String>>>,
+    task_keys: Vec<BTreeSet<String>>,
+    can: BTreeSet<String>,
+}
+
+impl Seen {
+    fn record(&mut self, tool: &str, v: &Value) {
+        let set: BTreeSet<String> = v
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        self.answers.entry(tool.to_owned()).or_default().push(set);
+        self.tasks_in(v);
+    }
+
+    /// Every object with a `can` list is a task as its viewer sees it.
+    fn tasks_in(&mut self, v: &Value) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::Array(can)) = o.get("can") {
+                    self.task_keys.push(o.keys().cloned().collect());
+                    self.can
+                        .extend(can.iter().filter_map(Value::as_str).map(str::to_owned));
+                }
+                o.values().for_each(|v| self.tasks_in(v));
+            }
+            Value::Array(a) => a.iter().for_each(|v| self.tasks_in(v)),
+            _ => {}
+        }
+    }
+}
+
+/// One call of every tool, in an order in which each succeeds, then the
+/// answers that differ: a claim and a release refused, a stale update, a
+/// wait that saw a change, a cursor set back. Every key of every answer is
+/// a result key.
+async fn call_every_tool(s: &TestServer) -> Seen {
     s.room("docs").await;
     s.room("scratch").await;
     let token = s
@@ -392,14 +431,8 @@ async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
         })
         .await;
     let c = s.mcp(&token);
-    let mut keys = HashMap::new();
-    let mut record = |tool: &str, v: &Value| {
-        let set: BTreeSet<String> = v
-            .as_object()
-            .map(|o| o.keys().cloned().collect())
-            .unwrap_or_default();
-        keys.insert(tool.to_owned(), set);
-    };
+    let rival = s.agent("rival", "docs").await;
+    let mut seen = Seen::default();
     for (tool, args) in [
         ("whoami", json!({})),
         ("get_room_info", json!({})),
@@ -415,12 +448,18 @@ async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
         ("wait_for_change", json!({"timeout_s": 1})),
     ] {
         let v = c.call(tool, args).await;
-        record(tool, &v);
+        seen.record(tool, &v);
     }
+    // A change by another agent since the last look: the wait says what.
+    rival
+        .call("post_message", json!({"body": "a change"}))
+        .await;
+    let v = c.call("wait_for_change", json!({"timeout_s": 1})).await;
+    seen.record("wait_for_change", &v);
     let v = c
         .call("create_task", json!({"title": "one", "needs_review": true}))
         .await;
-    record("create_task", &v);
+    seen.record("create_task", &v);
     let id = v["created"]["id"]
         .as_i64()
         .unwrap_or_else(|| panic!("no task id in {v}"));
@@ -430,22 +469,33 @@ async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
         ("get_task", json!({"task_id": id})),
         ("claim_task", json!({"task_id": id})),
         ("update_task", json!({"task_id": id, "body": "more"})),
+        // A stale version: refused, with the task as it is now.
+        (
+            "update_task",
+            json!({"task_id": id, "body": "again", "expected_version": 1}),
+        ),
         ("add_note", json!({"task_id": id, "body": "a note"})),
         ("submit_result", json!({"task_id": id, "result": "done"})),
         ("review_task", json!({"task_id": id, "approve": true})),
     ] {
         let v = c.call(tool, args).await;
-        record(tool, &v);
+        seen.record(tool, &v);
     }
     let v = c.call("create_task", json!({"title": "two"})).await;
     let two = v["created"]["id"].as_i64().unwrap();
+    // Not held by writer yet: a release refused, with the reason.
+    let v = c.call("release_task", json!({"task_id": two})).await;
+    seen.record("release_task", &v);
     c.call("claim_task", json!({"task_id": two})).await;
+    // Held by writer: another's claim refused, with the reason.
+    let v = rival.call("claim_task", json!({"task_id": two})).await;
+    seen.record("claim_task", &v);
     for (tool, args) in [
         ("release_task", json!({"task_id": two})),
         ("cancel_task", json!({"task_id": two})),
     ] {
         let v = c.call(tool, args).await;
-        record(tool, &v);
+        seen.record(tool, &v);
     }
     let v = c
         .call(
@@ -453,7 +503,7 @@ async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
             json!({"name": "notes.txt", "content_base64": "aGVsbG8=", "mime": "text/plain"}),
         )
         .await;
-    record("put_file", &v);
+    seen.record("put_file", &v);
     let file = v["file_id"]
         .as_i64()
         .or_else(|| v["file"]["id"].as_i64())
@@ -466,14 +516,24 @@ async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
         ("delete_room", json!({"room": "scratch"})),
     ] {
         let v = c.call(tool, args).await;
-        record(tool, &v);
+        seen.record(tool, &v);
     }
-    keys
+    // A cursor beyond the room's history (a database restored from an
+    // older backup): whats_new sets it back and says so.
+    s.exec_sql(
+        "UPDATE cursors SET event_id = $1 WHERE agent = 'writer'",
+        100_000,
+    )
+    .await;
+    let v = c.call("whats_new", json!({})).await;
+    assert!(v.get("cursor_reset").is_some(), "{v}");
+    seen.record("whats_new", &v);
+    seen
 }
 
 /// The Markdown reference: every tool of `tools/list` with its description,
 /// its arguments (from the input schema) and its result keys.
-fn render(tools: &[Value], results: &HashMap<String, BTreeSet<String>>) -> String {
+fn render(tools: &[Value], seen: &Seen) -> String {
     let mut md = String::from(
         "# Tool reference\n\n\
 Every MCP tool at `/mcp`, as the server lists it (`tools/list`). Generated by\n\
@@ -488,6 +548,28 @@ own text, a new task's title; at most 200 characters, a longer one ends in\n\
 `…`), `data` the\n\
 structured record (`body`, `mentions`, `title`, `status`, `file_id`, …).\n\n",
     );
+    let list = |set: &BTreeSet<String>| {
+        set.iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let all: BTreeSet<String> = seen.task_keys.iter().flatten().cloned().collect();
+    let (every, some): (BTreeSet<String>, BTreeSet<String>) = all
+        .into_iter()
+        .partition(|k| seen.task_keys.iter().all(|t| t.contains(k)));
+    md.push_str(&format!(
+        "A task (`task`, `tasks`, `created`, `current`, the board's columns) has\n\
+the keys {}; some also carry {}. `can` lists what you may\n\
+do with the task now, each an action of a tool ({}),\n\
+so a client offers only what will work.\n\n\
+\"Result keys\" below are the keys of every answer of a tool; those after\n\
+\"sometimes\" only some answers carry (a refused claim's `reason`, a stale\n\
+update's `current`, the hint of a wait that saw a change, …).\n\n",
+        list(&every),
+        list(&some),
+        list(&seen.can),
+    ));
     let mut names: Vec<&Value> = tools.iter().collect();
     names.sort_by_key(|t| t["name"].as_str().unwrap_or("").to_owned());
     md.push_str("| tool | what it does |\n|---|---|\n");
@@ -557,16 +639,29 @@ structured record (`body`, `mentions`, `title`, `status`, `file_id`, …).\n\n",
             }
             md.push('\n');
         }
-        match results.get(name) {
-            Some(keys) => {
-                let keys: Vec<String> = keys
+        match seen.answers.get(name) {
+            Some(answers) => {
+                let shown = |k: &&String| {
+                    !["room", "you_are", "untrusted_content_warning"].contains(&k.as_str())
+                };
+                let all: BTreeSet<String> = answers.iter().flatten().cloned().collect();
+                let always: BTreeSet<String> = all
                     .iter()
-                    .filter(|k| {
-                        !["room", "you_are", "untrusted_content_warning"].contains(&k.as_str())
-                    })
-                    .map(|k| format!("`{k}`"))
+                    .filter(|k| answers.iter().all(|a| a.contains(*k)))
+                    .filter(shown)
+                    .cloned()
                     .collect();
-                md.push_str(&format!("Result keys: {}.\n", keys.join(", ")));
+                let sometimes: BTreeSet<String> = all
+                    .iter()
+                    .filter(|k| !always.contains(*k))
+                    .filter(shown)
+                    .cloned()
+                    .collect();
+                md.push_str(&format!("Result keys: {}", list(&always)));
+                if !sometimes.is_empty() {
+                    md.push_str(&format!("; sometimes {}", list(&sometimes)));
+                }
+                md.push_str(".\n");
             }
             None => md.push_str("Result keys: not exercised by the reference run.\n"),
         }
@@ -579,7 +674,7 @@ structured record (`body`, `mentions`, `title`, `status`, `file_id`, …).\n\n",
 #[tokio::test]
 async fn tool_reference_is_current() {
     let s = TestServer::start_sqlite().await;
-    let results = call_every_tool(&s).await;
+    let seen = call_every_tool(&s).await;
     s.room("reader").await;
     let token = s.token("reader", "reader").await;
     let (status, listed) = s
@@ -591,11 +686,11 @@ async fn tool_reference_is_current() {
     for t in &tools {
         let name = t["name"].as_str().unwrap();
         assert!(
-            results.contains_key(name),
+            seen.answers.contains_key(name),
             "the reference run does not call {name}: add it to call_every_tool"
         );
     }
-    let expected = render(&tools, &results);
+    let expected = render(&tools, &seen);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/TOOLS.md");
     if std::env::var_os("CHATROOM_UPDATE_DOCS").is_some() {
         std::fs::write(&path, &expected).unwrap();
@@ -674,4 +769,43 @@ fn env_example_settings_are_the_table() {
             s.name
         );
     }
+}
+
+/// README's Administration section names every `chatroom admin` command
+/// the binary has (as `chatroom admin --help` lists them), and no other.
+#[test]
+fn readme_names_every_admin_command() {
+    let out = std::process::Command::new(binary())
+        .args(["admin", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{help}");
+    let readme = repo_file("README.md");
+    let section = readme
+        .split("## Administration")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has an Administration section");
+    let list = section
+        .split("lists the commands (")
+        .nth(1)
+        .and_then(|s| s.split(")").next())
+        .expect("the section lists the commands in parentheses");
+    let named: Vec<String> = list
+        .split(',')
+        .map(|c| c.trim().trim_matches('`').to_owned())
+        .collect();
+    assert_eq!(
+        named, commands,
+        "README's admin command list is not `chatroom admin --help`'s"
+    );
 }

@@ -300,7 +300,8 @@ async fn quickstart_tokens_work() {
 
 /// Every admin command says on stderr which database it used (and that it
 /// created it), stdout staying the command's own; a missing folder is named
-/// with CHATROOM_DB.
+/// with CHATROOM_DB; the default file is called the default, not a
+/// variable the reader never set.
 #[tokio::test]
 async fn admin_commands_name_their_database() {
     let dir = tempfile::tempdir().unwrap();
@@ -310,7 +311,7 @@ async fn admin_commands_name_their_database() {
     let file = dir.path().join("chatroom.db");
     assert!(
         err.contains(&format!(
-            "database {} (CHATROOM_DB), created now",
+            "database {} (the default; CHATROOM_DB is unset), created now",
             file.display()
         )),
         "{err}"

@@ -252,8 +252,12 @@ fn database(args: &AdminArgs) -> (String, String) {
     ) {
         return found;
     }
-    let (file, from) = given(&args.db, "--db", "CHATROOM_DB")
-        .unwrap_or_else(|| ("chatroom.db".into(), "CHATROOM_DB".into()));
+    let (file, from) = given(&args.db, "--db", "CHATROOM_DB").unwrap_or_else(|| {
+        (
+            "chatroom.db".into(),
+            "the default; CHATROOM_DB is unset".into(),
+        )
+    });
     (format!("sqlite://{file}"), from)
 }
 

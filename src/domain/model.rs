@@ -656,7 +656,9 @@ pub struct NewFile {
 /// connect codes and OAuth grants (flattened into their records), carried
 /// by every [`Caller`], read from the console's forms (serde) and the CLI's
 /// flags (clap), and checked by [`Grant::check`] and [`Grant::normalized`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, clap::Args)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, clap::Args, utoipa::ToSchema,
+)]
 pub struct Grant {
     /// The agent's name (its identity in every room).
     #[arg(long)]

@@ -25,10 +25,13 @@ use axum::extract::{ConnectInfo, FromRequestParts, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::JsonBody;
 use crate::assets::ADMIN;
@@ -40,18 +43,26 @@ use crate::domain::{Call, Owner};
 use crate::error::{Error, Result, http_error};
 use crate::state::AppState;
 
+/// The console's API route table: each handler with its OpenAPI
+/// description ([`openapi`](super::openapi)), served and described from
+/// this one list.
+pub fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_state))
+        .routes(routes!(create_room))
+        .routes(routes!(delete_room))
+        .routes(routes!(room_info))
+        .routes(routes!(room_retention))
+        .routes(routes!(mint_token))
+        .routes(routes!(revoke_tokens))
+        .routes(routes!(purge_tokens))
+        .routes(routes!(connect_app))
+}
+
 /// Every route of the console, each behind the gates above.
 pub fn routes(state: AppState) -> Router<AppState> {
-    let api = Router::new()
-        .route("/v1/admin/state", get(get_state))
-        .route("/v1/admin/rooms", post(create_room))
-        .route("/v1/admin/rooms/{room}", delete(delete_room))
-        .route("/v1/admin/rooms/{room}/info", post(room_info))
-        .route("/v1/admin/rooms/{room}/retention", post(room_retention))
-        .route("/v1/admin/tokens", post(mint_token))
-        .route("/v1/admin/tokens/revoke", post(revoke_tokens))
-        .route("/v1/admin/tokens/purge", post(purge_tokens))
-        .route("/v1/admin/connect", post(connect_app))
+    let (api, _) = api().split_for_parts();
+    let api = api
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             crate::auth::body::body_guard,
@@ -278,6 +289,13 @@ async fn page() -> AdminPage {
 // The API
 
 /// Posture, counts, rooms, tokens (never a raw one) and the admin log.
+#[utoipa::path(
+    get,
+    path = "/v1/admin/state",
+    tag = "admin",
+    operation_id = "admin_get_state",
+    responses((status = 200, description = "Posture, counts, rooms, tokens (never a raw one), signed-in apps and the admin log", body = Object)),
+)]
 async fn get_state(
     State(state): State<AppState>,
     actor: Admin,
@@ -296,7 +314,7 @@ async fn get_state(
     Ok(Json(view))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct NewRoom {
     name: String,
@@ -305,6 +323,14 @@ struct NewRoom {
     onboarding_notes: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/admin/rooms",
+    tag = "admin",
+    operation_id = "admin_create_room",
+    request_body(content = NewRoom, content_type = "application/json"),
+    responses((status = 201, description = "`{ok, created, room}`", body = Object)),
+)]
 async fn create_room(
     State(state): State<AppState>,
     actor: Admin,
@@ -339,7 +365,7 @@ struct RoomPath {
     room: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct InfoBody {
     description: Option<String>,
@@ -347,6 +373,15 @@ struct InfoBody {
     onboarding_notes: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/admin/rooms/{room}/info",
+    tag = "admin",
+    operation_id = "admin_room_info",
+    params(("room" = String, Path, description = "The room")),
+    request_body(content = InfoBody, content_type = "application/json"),
+    responses((status = 200, description = "`{room}`", body = Object)),
+)]
 async fn room_info(
     State(state): State<AppState>,
     actor: Admin,
@@ -372,12 +407,21 @@ async fn room_info(
     Ok(Json(json!({ "room": room })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RetentionBody {
     days: i64,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/admin/rooms/{room}/retention",
+    tag = "admin",
+    operation_id = "admin_room_retention",
+    params(("room" = String, Path, description = "The room")),
+    request_body(content = RetentionBody, content_type = "application/json"),
+    responses((status = 200, description = "`{room, pruned}`", body = Object)),
+)]
 async fn room_retention(
     State(state): State<AppState>,
     actor: Admin,
@@ -402,6 +446,14 @@ struct DeleteQuery {
     confirm: Option<String>,
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/admin/rooms/{room}",
+    tag = "admin",
+    operation_id = "admin_delete_room",
+    params(("room" = String, Path, description = "The room"), ("confirm" = String, Query, description = "The room name again, as confirmation")),
+    responses((status = 200, description = "`{deleted}`", body = Object)),
+)]
 async fn delete_room(
     State(state): State<AppState>,
     actor: Admin,
@@ -423,7 +475,7 @@ async fn delete_room(
     Ok(Json(json!({ "deleted": room })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MintBody {
     #[serde(flatten)]
@@ -435,6 +487,14 @@ struct MintBody {
 }
 
 /// Mints a token and answers it once, with the setup text for both sides.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/tokens",
+    tag = "admin",
+    operation_id = "admin_mint_token",
+    request_body(content = MintBody, content_type = "application/json"),
+    responses((status = 201, description = "The token record with `token` (shown once), `setup` (what to paste on each side) and `whole_server_admin`", body = Object)),
+)]
 async fn mint_token(
     State(state): State<AppState>,
     actor: Admin,
@@ -459,7 +519,7 @@ async fn mint_token(
     Ok((StatusCode::CREATED, Json(v)).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RevokeBody {
     agent: String,
@@ -468,6 +528,14 @@ struct RevokeBody {
     confirm_self: bool,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/admin/tokens/revoke",
+    tag = "admin",
+    operation_id = "admin_revoke_tokens",
+    request_body(content = RevokeBody, content_type = "application/json"),
+    responses((status = 200, description = "`{ok, agent, revoked}`", body = Object)),
+)]
 async fn revoke_tokens(
     State(state): State<AppState>,
     actor: Admin,
@@ -492,7 +560,7 @@ async fn revoke_tokens(
     Ok(Json(json!({ "ok": true, "agent": agent, "revoked": n })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PurgeBody {
     /// Rows revoked longer ago than this; 0: every revoked row. Required:
@@ -500,6 +568,14 @@ struct PurgeBody {
     older_than_days: i64,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/admin/tokens/purge",
+    tag = "admin",
+    operation_id = "admin_purge_tokens",
+    request_body(content = PurgeBody, content_type = "application/json"),
+    responses((status = 200, description = "`{ok, purged, revoked_remaining, live_tokens, older_than_days}`", body = Object)),
+)]
 async fn purge_tokens(
     State(state): State<AppState>,
     actor: Admin,
@@ -588,7 +664,7 @@ mod tests {
 // ---------------------------------------------------------------------------
 // Connect an app (OAuth sign-in, SPEC §2a)
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ConnectBody {
     #[serde(flatten)]
@@ -603,6 +679,14 @@ fn default_connect_minutes() -> i64 {
 
 /// Mints a one-time connect code for an app that signs in with OAuth, and
 /// answers it once with the `/mcp` URLs and the steps for each app.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/connect",
+    tag = "admin",
+    operation_id = "admin_connect_app",
+    request_body(content = ConnectBody, content_type = "application/json"),
+    responses((status = 201, description = "The connect code (shown once) with the `/mcp` URLs and the steps for each app", body = Object)),
+)]
 async fn connect_app(
     State(state): State<AppState>,
     actor: Admin,

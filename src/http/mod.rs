@@ -1,4 +1,5 @@
-//! The HTTP surfaces besides `/mcp`: the `/v1` REST API and SSE stream, the
+//! The HTTP surfaces besides `/mcp`: the `/v1` REST API and SSE stream (and
+//! their OpenAPI document), the
 //! `/ui` dashboard, the `/admin` console, the OAuth endpoints and sign-in
 //! pages, the small pages that say where a person is, and the embedded
 //! assets they serve (from [`crate::assets`]). The request extractors they
@@ -7,6 +8,7 @@
 pub mod admin;
 pub mod extract;
 pub mod oauth;
+pub mod openapi;
 pub mod pages;
 pub mod rest;
 pub mod shared;
@@ -23,6 +25,7 @@ use crate::state::AppState;
 pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/", axum::routing::get(root))
+        .merge(openapi::api().split_for_parts().0)
         .merge(rest::routes(state.clone()))
         .merge(ui::routes(state.clone()))
         .merge(admin::routes(state.clone()))

@@ -10,10 +10,12 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{Api, JsonBody, Params, body_error};
 use crate::auth::body::body_guard;
@@ -23,27 +25,38 @@ use crate::error::{Error, Result};
 use crate::present::{self, UNTRUSTED_WARNING, Viewer, digest};
 use crate::state::AppState;
 
+use super::openapi::RoomQuery;
+
 /// How many events `/v1/whats_new` returns at most (for hooks).
 const WHATS_NEW_LIMIT: i64 = 100;
+
+/// The `/v1` route table: each handler with its OpenAPI description
+/// ([`openapi`](super::openapi)), served and described from this one list.
+pub fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(whats_new))
+        .routes(routes!(list_tasks))
+        .routes(routes!(get_task))
+        .routes(routes!(read_messages, post_message))
+        .routes(routes!(read_events))
+        .routes(routes!(list_agents))
+        .routes(routes!(list_rooms))
+        .routes(routes!(delete_room))
+        .routes(routes!(room_info, set_room_info))
+        .routes(routes!(set_retention))
+        .routes(routes!(list_files, upload_file))
+        .routes(routes!(download_file, delete_file))
+        .routes(routes!(super::sse::stream))
+        .routes(routes!(presence, set_presence))
+}
 
 /// The `/v1` routes of this module, each behind the bearer-token layer.
 pub fn routes(state: AppState) -> Router<AppState> {
     let body_limit = state.body_limit();
-    Router::new()
-        .route("/v1/whats_new", get(whats_new))
-        .route("/v1/tasks", get(list_tasks))
-        .route("/v1/tasks/{id}", get(get_task))
-        .route("/v1/messages", get(read_messages).post(post_message))
-        .route("/v1/events", get(read_events))
-        .route("/v1/agents", get(list_agents))
-        .route("/v1/rooms", get(list_rooms))
-        .route("/v1/rooms/{room}", axum::routing::delete(delete_room))
-        .route("/v1/rooms/{room}/info", get(room_info).post(set_room_info))
-        .route("/v1/rooms/{room}/retention", post(set_retention))
-        .route("/v1/files", get(list_files).post(upload_file))
-        .route("/v1/files/{id}", get(download_file).delete(delete_file))
-        .route("/v1/stream", super::sse::route())
-        .route("/v1/presence", get(presence).post(set_presence))
+    let (router, _) = api().split_for_parts();
+    router
+        // The rooms' shared boards, for the stream alone.
+        .layer(super::sse::boards())
         .layer(DefaultBodyLimit::max(body_limit))
         // The body is read only once the token is known (inner layer).
         .route_layer(middleware::from_fn_with_state(state.clone(), body_guard))
@@ -62,9 +75,12 @@ fn switch(v: &Option<String>) -> bool {
         .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes"))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct WhatsNewParams {
+    /// `1` (or `true`, `on`, `yes`): look without moving the cursor.
     peek: Option<String>,
+    /// `json` (the default) or `text`, the framed digest for a hook.
     format: Option<String>,
     /// Leave out events up to this id (a peeking hook's own mark).
     after_id: Option<i64>,
@@ -79,6 +95,21 @@ struct WhatsNewParams {
 /// says how far the answer reaches; a cursor or `after_id` beyond the
 /// room's history is set back, and the answer says so (`cursor_reset`,
 /// `x-chatroom-cursor-reset: LATEST`).
+#[utoipa::path(
+    get,
+    path = "/v1/whats_new",
+    tag = "hooks",
+    params(RoomQuery, WhatsNewParams),
+    responses(
+        (status = 200, description = "JSON: `{since_event_id, count, events, remaining, remaining_more, moved_cursor}`, with `room_onboarding` on the first look and `cursor_reset` when the cursor was set back; `format=text`: the framed digest, empty when nothing is new", content(
+            (Object = "application/json"),
+            (String = "text/plain"),
+        ), headers(
+            ("x-chatroom-last-event-id" = i64, description = "How far the answer reaches"),
+            ("x-chatroom-cursor-reset" = i64, description = "Set when the cursor was beyond the room's history: the room's latest event id"),
+        )),
+    ),
+)]
 async fn whats_new(
     State(s): State<AppState>,
     api: Api,
@@ -144,15 +175,28 @@ async fn whats_new(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct TaskParams {
+    /// A status (pending, in_progress, blocked, in_review, done,
+    /// cancelled) or `open` (the default).
     status: Option<String>,
+    /// Only tasks of this agent; `me` for the caller.
     assignee: Option<String>,
+    /// How many (default 200).
     limit: Option<i64>,
+    /// Page back: only tasks with an id below this.
     before_id: Option<i64>,
 }
 
 /// Open tasks, newest first (`status=` picks others).
+#[utoipa::path(
+    get,
+    path = "/v1/tasks",
+    tag = "board",
+    params(RoomQuery, TaskParams),
+    responses((status = 200, description = "`{count, tasks}`: each task with `can`, the actions the caller may take on it", body = Object)),
+)]
 async fn list_tasks(
     State(s): State<AppState>,
     api: Api,
@@ -182,6 +226,13 @@ async fn list_tasks(
 }
 
 /// One task with its notes: `{task: {…, notes}}`.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks/{id}",
+    tag = "board",
+    params(("id" = i64, Path, description = "The task's id"), RoomQuery),
+    responses((status = 200, description = "`{task}`: the task with `can` and its `notes`", body = Object)),
+)]
 async fn get_task(
     State(s): State<AppState>,
     api: Api,
@@ -197,13 +248,23 @@ async fn get_task(
     Ok(Json(api.untrusted(&task.room, json!({"task": t}))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct MessageParams {
+    /// Messages with an id above this (default 0: from the start).
     since_id: Option<i64>,
+    /// How many.
     limit: Option<i64>,
 }
 
 /// Chat messages oldest first after `since_id`; never moves the cursor.
+#[utoipa::path(
+    get,
+    path = "/v1/messages",
+    tag = "chat",
+    params(RoomQuery, MessageParams),
+    responses((status = 200, description = "`{count, messages, latest_id}`", body = Object)),
+)]
 async fn read_messages(
     State(s): State<AppState>,
     api: Api,
@@ -221,13 +282,23 @@ async fn read_messages(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewMessage {
+    /// The message text; `@name` mentions an agent.
     body: String,
+    /// Id of a message of the same room this replies to.
     reply_to: Option<i64>,
 }
 
 /// Posts a chat message (writer tokens): `201 {ok, message_id, author}`.
+#[utoipa::path(
+    post,
+    path = "/v1/messages",
+    tag = "chat",
+    params(RoomQuery),
+    request_body(content = NewMessage, content_type = "application/json", description = "Read as JSON whatever the Content-Type says"),
+    responses((status = 201, description = "`{ok, message_id, author, reach}`", body = Object)),
+)]
 async fn post_message(
     State(s): State<AppState>,
     api: Api,
@@ -248,13 +319,22 @@ async fn post_message(
         .into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewState {
+    /// `online`, `working`, `waiting`, `idle` or `offline`.
     state: String,
 }
 
 /// A hook says what its agent is doing: `{state}` (`online`, `working`,
 /// `waiting`, `idle`, `offline`).
+#[utoipa::path(
+    post,
+    path = "/v1/presence",
+    tag = "hooks",
+    params(RoomQuery),
+    request_body(content = NewState, content_type = "application/json"),
+    responses((status = 200, description = "`{ok, agent, state, ts, attention}`", body = Object)),
+)]
 async fn set_presence(
     State(s): State<AppState>,
     api: Api,
@@ -277,6 +357,13 @@ async fn set_presence(
 
 /// Each agent's presence in the room: state and its time, attention,
 /// whether a push client follows the room, when its hook was last seen.
+#[utoipa::path(
+    get,
+    path = "/v1/presence",
+    tag = "hooks",
+    params(RoomQuery),
+    responses((status = 200, description = "`{agents}`", body = Object)),
+)]
 async fn presence(State(s): State<AppState>, api: Api) -> Result<Json<Value>> {
     let (room, agents) = api
         .run(&s, "v1:presence", None, async |call| {
@@ -288,15 +375,27 @@ async fn presence(State(s): State<AppState>, api: Api) -> Result<Json<Value>> {
     Ok(Json(api.reply(&room, json!({"agents": agents}))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct EventParams {
+    /// Events with an id above this (default 0).
     since_id: Option<i64>,
+    /// How many (default 100).
     limit: Option<i64>,
+    /// Only events of this kind (e.g. message, task_claimed).
     kind: Option<String>,
+    /// Only events of this task.
     task_id: Option<i64>,
 }
 
 /// The room's history in order; never moves the cursor.
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    tag = "chat",
+    params(RoomQuery, EventParams),
+    responses((status = 200, description = "`{count, events, latest_event_id, cursor_unchanged}`", body = Object)),
+)]
 async fn read_events(
     State(s): State<AppState>,
     api: Api,
@@ -317,6 +416,13 @@ async fn read_events(
 }
 
 /// The room's members with their flags and `last_seen` (presence).
+#[utoipa::path(
+    get,
+    path = "/v1/agents",
+    tag = "rooms",
+    params(RoomQuery),
+    responses((status = 200, description = "`{agents}`", body = Object)),
+)]
 async fn list_agents(State(s): State<AppState>, api: Api) -> Result<Json<Value>> {
     let (room, members) = api
         .run(&s, "v1:list_agents", None, async |call| {
@@ -329,6 +435,13 @@ async fn list_agents(State(s): State<AppState>, api: Api) -> Result<Json<Value>>
 }
 
 /// The rooms this token is granted, with their counts.
+#[utoipa::path(
+    get,
+    path = "/v1/rooms",
+    tag = "rooms",
+    params(RoomQuery),
+    responses((status = 200, description = "`{agent, default_room, all_rooms, admin, readonly, lead, rooms}`: the rooms this token is granted, with their counts", body = Object)),
+)]
 async fn list_rooms(State(s): State<AppState>, api: Api) -> Result<Json<Value>> {
     let rooms = api
         .run(&s, "v1:list_rooms", None, async |call| {
@@ -357,6 +470,13 @@ async fn list_rooms(State(s): State<AppState>, api: Api) -> Result<Json<Value>> 
 }
 
 /// A room's info, as `get_room_info`.
+#[utoipa::path(
+    get,
+    path = "/v1/rooms/{room}/info",
+    tag = "rooms",
+    params(("room" = String, Path, description = "The room")),
+    responses((status = 200, description = "`{name, description, repo_url, onboarding_notes, retention_days}`", body = Object)),
+)]
 async fn room_info(
     State(s): State<AppState>,
     api: Api,
@@ -370,14 +490,25 @@ async fn room_info(
     Ok(Json(api.untrusted(&room.name, present::room(&room))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct InfoBody {
+    /// What the room is for.
     description: Option<String>,
+    /// The repository the room works on.
     repo_url: Option<String>,
+    /// What a newcomer should read first.
     onboarding_notes: Option<String>,
 }
 
 /// Any writer sets a room's description, repo URL and onboarding notes.
+#[utoipa::path(
+    post,
+    path = "/v1/rooms/{room}/info",
+    tag = "rooms",
+    params(("room" = String, Path, description = "The room")),
+    request_body(content = InfoBody, content_type = "application/json", description = "At least one field"),
+    responses((status = 200, description = "`{ok, room_info, …}`", body = Object)),
+)]
 async fn set_room_info(
     State(s): State<AppState>,
     api: Api,
@@ -399,12 +530,21 @@ async fn set_room_info(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct RetentionBody {
+    /// Keep chat, events and files this many days (0 = keep everything).
     days: i64,
 }
 
 /// Room admins: keep chat, events and files `days` days; prunes at once.
+#[utoipa::path(
+    post,
+    path = "/v1/rooms/{room}/retention",
+    tag = "rooms",
+    params(("room" = String, Path, description = "The room")),
+    request_body(content = RetentionBody, content_type = "application/json"),
+    responses((status = 200, description = "`{ok, retention_days, pruned}`", body = Object)),
+)]
 async fn set_retention(
     State(s): State<AppState>,
     api: Api,
@@ -423,6 +563,13 @@ async fn set_retention(
 }
 
 /// Room admins: delete the room named in the path with everything in it.
+#[utoipa::path(
+    delete,
+    path = "/v1/rooms/{room}",
+    tag = "rooms",
+    params(("room" = String, Path, description = "The room to delete, named in full")),
+    responses((status = 200, description = "`{ok, deleted, deleted_room}`", body = Object)),
+)]
 async fn delete_room(
     State(s): State<AppState>,
     api: Api,
@@ -435,12 +582,21 @@ async fn delete_room(
     Ok(Json(api.reply(&room, present::room_deleted(&room))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListFilesParams {
+    /// How many.
     limit: Option<i64>,
 }
 
 /// The room's files, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/files",
+    tag = "files",
+    params(RoomQuery, ListFilesParams),
+    responses((status = 200, description = "`{count, files}`", body = Object)),
+)]
 async fn list_files(
     State(s): State<AppState>,
     api: Api,
@@ -454,17 +610,34 @@ async fn list_files(
     Ok(Json(api.untrusted(&room, present::files(&files))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct UploadParams {
+    /// The file's name (else the `X-Chatroom-Filename` header).
     name: Option<String>,
+    /// Hide and delete the file after this many hours.
     expires_in_hours: Option<f64>,
+    /// Its media type (else the request's `Content-Type`).
     mime: Option<String>,
+    /// Link the file to a task of the room.
     task_id: Option<i64>,
 }
 
 /// Raw bytes up: `201 {ok, file_id, name, sha256, size, expires_at}`. The
 /// name comes from `?name=` or the `X-Chatroom-Filename` header; the type comes from `?mime=`, else the request's `Content-Type` (but not the
 /// form type `curl -d` sends by default).
+#[utoipa::path(
+    post,
+    path = "/v1/files",
+    tag = "files",
+    params(
+        RoomQuery,
+        UploadParams,
+        ("x-chatroom-filename" = Option<String>, Header, description = "The file's name when `?name=` is not given (visible ASCII)"),
+    ),
+    request_body(content = [u8], content_type = "application/octet-stream", description = "The file's bytes (at most CHATROOM_MAX_FILE_BYTES)"),
+    responses((status = 201, description = "`{ok, file_id, name, sha256, size, expires_at, mime}`", body = Object)),
+)]
 async fn upload_file(
     State(s): State<AppState>,
     api: Api,
@@ -523,6 +696,15 @@ async fn upload_file(
 
 /// Raw bytes down, with the stored type, always as an attachment and
 /// sandboxed, so a file can never run as a page of this origin.
+#[utoipa::path(
+    get,
+    path = "/v1/files/{id}",
+    tag = "files",
+    params(("id" = i64, Path, description = "The file's id"), RoomQuery),
+    responses((status = 200, description = "The bytes, with the stored type, as an attachment", content_type = "application/octet-stream", body = [u8], headers(
+        ("x-chatroom-sha256" = String, description = "The SHA-256 of the bytes, in hex"),
+    ))),
+)]
 async fn download_file(
     State(s): State<AppState>,
     api: Api,
@@ -583,6 +765,13 @@ pub fn content_disposition(name: &str) -> HeaderValue {
 }
 
 /// Deletes a file (its uploader or a room admin).
+#[utoipa::path(
+    delete,
+    path = "/v1/files/{id}",
+    tag = "files",
+    params(("id" = i64, Path, description = "The file's id"), RoomQuery),
+    responses((status = 200, description = "`{ok, deleted, file_id}`", body = Object)),
+)]
 async fn delete_file(
     State(s): State<AppState>,
     api: Api,

@@ -98,10 +98,15 @@ impl Boards {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct StreamParams {
+    /// Where the `activity` replay starts: `all`, `now` (the default) or
+    /// an event id.
     after: Option<String>,
+    /// Where the `chat` replay starts: a message id.
     after_msg: Option<i64>,
+    /// With `after=all`: replay only the last N of each (at most 1000).
     tail: Option<i64>,
     /// A push client says what it is (`channel`, `monitor`, `rewake`): it
     /// is counted for `reach`, and its `activity` carries `actionable` and
@@ -133,13 +138,27 @@ fn parse_after(v: Option<&str>) -> Result<After> {
     }
 }
 
-/// The `GET /v1/stream` route, carrying the rooms' shared [`Boards`] as
-/// an extension (they are the stream's alone, not the whole server's).
-pub fn route() -> axum::routing::MethodRouter<AppState> {
-    axum::routing::get(stream).layer(axum::Extension(Arc::new(Boards::default())))
+/// The rooms' shared [`Boards`], an extension layered on the `/v1` routes
+/// for the stream (they are the stream's alone, not the whole server's).
+pub fn boards() -> axum::Extension<Arc<Boards>> {
+    axum::Extension(Arc::new(Boards::default()))
 }
 
-/// `GET /v1/stream`.
+/// `GET /v1/stream`: the room's live feed as Server-Sent Events.
+///
+/// `ready` first (who and where, the latest ids), then `activity` (one per
+/// room event, with `by_you` and `mentions_you`), `chat` (one per
+/// message), `board` (open tasks and the latest closed ones, each with
+/// `can`) and `files`; `reset` after `ready` when `after`/`after_msg` lie
+/// beyond the room's history; `error` (`unauthorized`) when the token is
+/// revoked. A comment every 15 s keeps it open; it never moves a cursor.
+#[utoipa::path(
+    get,
+    path = "/v1/stream",
+    tag = "stream",
+    params(super::openapi::RoomQuery, StreamParams),
+    responses((status = 200, description = "A `text/event-stream` of the events named above, each `data:` a JSON object", content_type = "text/event-stream", body = String)),
+)]
 pub async fn stream(
     State(s): State<AppState>,
     axum::Extension(boards): axum::Extension<Arc<Boards>>,
