@@ -188,6 +188,20 @@ pub(super) async fn channel(agents: &[Agent], n: usize, args: &PushArgs) -> anyh
     }
     drop(children);
     let missing = (expected - arrived.len()) as u64;
+    if missing > 0 {
+        let mut lost: Vec<(i64, usize)> = sent_at
+            .iter()
+            .flat_map(|(id, (_, t))| channels_of[*t].iter().map(move |c| (*id, *c)))
+            .filter(|k| !arrived.contains_key(k))
+            .collect();
+        lost.sort_unstable();
+        let shown: Vec<String> = lost
+            .iter()
+            .take(10)
+            .map(|(id, c)| format!("message {id} on channel {c}"))
+            .collect();
+        eprintln!("channel: {missing} deliveries never came, e.g. {}", shown.join(", "));
+    }
     let samples: Vec<_> = arrived
         .iter()
         .map(|((id, _), at)| origin.sample(sent_at[id].0, *at))
