@@ -852,7 +852,7 @@ fn wake_section_plugin_installs_and_the_readme_quotes_its_cost() {
         .into_iter()
         .find(|b| b.text.contains("claude plugin marketplace add"))
         .expect("the section shows the plugin install");
-    let mut run = |line: &str| {
+    let run = |line: &str| {
         let words: Vec<String> = line
             .replace("/path/to/chatroom", root)
             .split_whitespace()

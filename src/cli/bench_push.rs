@@ -200,7 +200,10 @@ pub(super) async fn channel(agents: &[Agent], n: usize, args: &PushArgs) -> anyh
             .take(10)
             .map(|(id, c)| format!("message {id} on channel {c}"))
             .collect();
-        eprintln!("channel: {missing} deliveries never came, e.g. {}", shown.join(", "));
+        eprintln!(
+            "channel: {missing} deliveries never came, e.g. {}",
+            shown.join(", ")
+        );
     }
     let samples: Vec<_> = arrived
         .iter()
