@@ -320,3 +320,50 @@ async fn search_scenario_runs_clean() {
     assert_ne!(code, 0);
     assert!(err.contains("different rooms"), "{err}");
 }
+
+/// `--scenario channel` spawns real `chatroom channel` processes, posts
+/// mentions of their agents, and times each to the notification on the
+/// channel's stdout: every mention arrives once, at the right channel, and
+/// `post_message` answered `reach: push` for each.
+#[tokio::test]
+async fn channel_scenario_times_real_channels() {
+    let s = TestServer::start().await;
+    s.room("bench").await;
+    let mut args: Vec<String> = [
+        "bench",
+        "--url",
+        &s.url,
+        "--scenario",
+        "channel",
+        "--concurrency",
+        "3",
+        "--mentions",
+        "6",
+        "--no-baseline",
+        "--json",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    for i in 0..3 {
+        args.push("--token".into());
+        args.push(s.token(&format!("push{i}"), "bench").await);
+    }
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = run_cli(&argv, &HashMap::new()).await;
+    assert_eq!(code, 0, "bench failed:\n{err}\n{out}");
+    let v: Value = serde_json::from_str(&out).expect("--json prints one object");
+    let r = &v["reports"][0];
+    assert_eq!(r["scenario"], "channel", "{r}");
+    assert_eq!(r["errors"], 0, "{r}");
+    // Three channels of two agents (the first token posts): six mentions,
+    // each delivered to every channel of its agent.
+    assert_eq!(r["extra"]["channels"], 3, "{r}");
+    assert_eq!(r["extra"]["agents"], 2, "{r}");
+    assert_eq!(r["extra"]["delivered"], 9, "{r}");
+    assert_eq!(r["calls"], 9, "{r}");
+    assert_eq!(r["extra"]["duplicates"], 0, "{r}");
+    assert_eq!(r["extra"]["missing"], 0, "{r}");
+    assert_eq!(r["extra"]["reach_push"], 6, "{r}");
+    assert!(r["p50_ms"].as_f64().unwrap() > 0.0, "{r}");
+}

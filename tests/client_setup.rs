@@ -167,3 +167,37 @@ async fn a_broken_file_is_left_alone() {
         "{ not json"
     );
 }
+
+/// Claude Code's own parser reads what `setup claude` wrote: `claude mcp
+/// get chatroom` (the real CLI, `CHATROOM_TEST_CLAUDE`, offline) in each of
+/// two folders finds the project-scoped HTTP entry with that folder's token.
+#[tokio::test]
+async fn claude_reads_each_folders_entry() {
+    let Ok(claude) = std::env::var("CHATROOM_TEST_CLAUDE") else {
+        panic!("set CHATROOM_TEST_CLAUDE to the Claude Code CLI (.ci/run installs it)");
+    };
+    let home = tempfile::tempdir().unwrap();
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let ta = "cr_alice-token-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let tb = "cr_bob-token-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    assert_eq!(setup("claude", a.path(), ta).await.0, 0);
+    assert_eq!(setup("claude", b.path(), tb).await.0, 0);
+    for (dir, mine, other) in [(a.path(), ta, tb), (b.path(), tb, ta)] {
+        let out = tokio::process::Command::new(&claude)
+            .args(["mcp", "get", "chatroom"])
+            .current_dir(dir)
+            .env("HOME", home.path())
+            .output()
+            .await
+            .expect("run claude");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("Project config"), "{text}");
+        assert!(text.contains("Type: http"), "{text}");
+        assert!(text.contains("http://127.0.0.1:8080/mcp"), "{text}");
+        assert!(text.contains(&format!("Bearer {mine}")), "{text}");
+        assert!(!text.contains(other), "{text}");
+    }
+}

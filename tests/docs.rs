@@ -809,3 +809,217 @@ fn readme_names_every_admin_command() {
         "README's admin command list is not `chatroom admin --help`'s"
     );
 }
+
+// ---- "Wake an idle agent" ----------------------------------------------------
+
+/// GETTING_STARTED's "Wake an idle agent" section, up to the next `## `.
+fn wake_section() -> String {
+    let guide = repo_file("GETTING_STARTED.md");
+    let start = guide
+        .find("## Wake an idle agent")
+        .expect("GETTING_STARTED has a \"Wake an idle agent\" section");
+    let rest = &guide[start + 3..];
+    let end = rest.find("\n## ").map_or(rest.len(), |i| i + 1);
+    rest[..end].to_owned()
+}
+
+/// The section says what each of the four ways needs and what to check
+/// when nothing arrives, in the words `chatroom doctor` and Claude Code use.
+#[test]
+fn wake_section_covers_each_way_and_the_checks() {
+    let text = wake_section();
+    for needed in [
+        "claude plugin marketplace add",
+        "claude plugin install chatroom@chatroom",
+        "an interactive Claude Code session",
+        "`claude -p` included",
+        "a claude.ai sign-in and the development-channels flag",
+        "--dangerously-load-development-channels",
+        "any client with hooks",
+        "chatroom doctor",
+        "Claude Code version",
+        "DISABLE_TELEMETRY",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "Channel notifications skipped",
+        "`reach`",
+    ] {
+        assert!(text.contains(needed), "the section lacks {needed:?}");
+    }
+}
+
+/// The channel entry the section gives for `.mcp.json` starts a channel
+/// that a client can shake hands with: the documented command, arguments
+/// and variables, pointed at a real server.
+#[tokio::test]
+async fn wake_section_channel_entry_runs() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let block = blocks(&wake_section())
+        .into_iter()
+        .find(|b| b.info == "json" && b.text.contains("\"channel\""))
+        .expect("the section gives a .mcp.json channel entry");
+    let v: Value = serde_json::from_str(&block.text).unwrap();
+    let entry = &v["mcpServers"]["chatroom"];
+    assert_eq!(entry["command"], "chatroom");
+    let s = TestServer::start().await;
+    s.room("lobby").await;
+    let token = s.token("alice", "lobby").await;
+    let mut cmd = tokio::process::Command::new(binary());
+    cmd.args(
+        entry["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap()),
+    )
+    .env_clear();
+    for (k, v) in entry["env"].as_object().unwrap() {
+        let v = v
+            .as_str()
+            .unwrap()
+            .replace("http://127.0.0.1:8080", &s.url)
+            .replace("cr_…", &token);
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "docs", "version": "1"}}});
+    stdin
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), out.next_line())
+        .await
+        .expect("an answer in time")
+        .unwrap()
+        .expect("the channel answers");
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-11-25",
+        "{answer}"
+    );
+    assert!(
+        answer["result"]["capabilities"]["experimental"]["claude/channel"].is_object(),
+        "{answer}"
+    );
+    common::wait_for_push(&s.url, &token, "alice").await;
+}
+
+/// "When nothing arrives": `chatroom doctor --agent` on an agent's machine
+/// checks the Claude Code version (the real CLI, `CHATROOM_TEST_CLAUDE`, on
+/// `PATH` as `claude`), names either variable that turns channels off, and
+/// shows the debug log's "Channel notifications skipped" line.
+#[tokio::test]
+async fn wake_section_doctor_checks_run() {
+    let Ok(claude) = std::env::var("CHATROOM_TEST_CLAUDE") else {
+        panic!("set CHATROOM_TEST_CLAUDE to the Claude Code CLI (.ci/run installs it)");
+    };
+    let s = TestServer::start().await;
+    s.room("lobby").await;
+    let token = s.token("alice", "lobby").await;
+    let home = tempfile::tempdir().unwrap();
+    let debug = home.path().join(".claude/debug");
+    std::fs::create_dir_all(&debug).unwrap();
+    std::fs::write(
+        debug.join("latest.txt"),
+        "2026-01-01T00:00:00Z [DEBUG] MCP server \"chatroom\": Channel notifications skipped: channels feature is not currently available\n",
+    )
+    .unwrap();
+    let bin = home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(&claude, bin.join("claude")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for variable in [
+        "DISABLE_TELEMETRY",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    ] {
+        let env = HashMap::from([
+            ("CHATROOM_URL", s.url.clone()),
+            ("CHATROOM_TOKEN", token.clone()),
+            (variable, "1".to_owned()),
+            ("HOME", home.path().display().to_string()),
+            ("PATH", path.clone()),
+        ]);
+        let (_, out, err) = common::run_cli(&["doctor", "--agent"], &env).await;
+        assert!(
+            out.lines()
+                .any(|l| l.contains("Claude Code 2.") && l.contains("channels")),
+            "no version check: {out}\n{err}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("warn") && l.contains(&format!("{variable} set"))),
+            "{variable}: {out}"
+        );
+        assert!(
+            out.lines().any(|l| l.starts_with("warn")
+                && l.contains("Channel notifications skipped: channels feature")),
+            "{out}"
+        );
+    }
+}
+
+/// The plugin installs as the section says (the real Claude Code CLI,
+/// offline, in a fresh HOME), and the README quotes the projected token
+/// cost that `claude plugin details chatroom` prints.
+#[test]
+fn wake_section_plugin_installs_and_the_readme_quotes_its_cost() {
+    let Ok(claude) = std::env::var("CHATROOM_TEST_CLAUDE") else {
+        panic!("set CHATROOM_TEST_CLAUDE to the Claude Code CLI (.ci/run installs it)");
+    };
+    let root = env!("CARGO_MANIFEST_DIR");
+    let home = tempfile::tempdir().unwrap();
+    let text = wake_section();
+    let block = blocks(&text)
+        .into_iter()
+        .find(|b| b.text.contains("claude plugin marketplace add"))
+        .expect("the section shows the plugin install");
+    let run = |line: &str| {
+        let words: Vec<String> = line
+            .replace("/path/to/chatroom", root)
+            .split_whitespace()
+            .skip(1)
+            .map(str::to_owned)
+            .collect();
+        let out = std::process::Command::new(&claude)
+            .args(&words)
+            .env("HOME", home.path())
+            .current_dir(root)
+            .output()
+            .expect("run claude");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{line}: {text}");
+        text
+    };
+    for line in block
+        .text
+        .lines()
+        .filter(|l| l.starts_with("claude plugin"))
+    {
+        run(line);
+    }
+    let details = run("claude plugin details chatroom");
+    let readme = repo_file("README.md");
+    let quoted = readme
+        .split("`claude plugin details chatroom` projects its cost at about ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("the README quotes the projected cost");
+    assert!(
+        details.contains(quoted),
+        "the README says about {quoted} tokens; `claude plugin details chatroom` prints:\n{details}"
+    );
+}

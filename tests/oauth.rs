@@ -2226,3 +2226,77 @@ async fn a_stream_ends_when_its_access_token_expires() {
     assert_eq!(refused.status(), 401);
     drop(alice);
 }
+
+/// An app known only through its OAuth grant has presence as any agent:
+/// listed before its first call (`offline`), `online` from its calls, the
+/// state it reports itself over `POST /v1/presence`; and `reach` answers
+/// for it: `offline`, `next_turn` once it reported, `push` while a push
+/// client of it follows the room.
+#[tokio::test]
+async fn oauth_apps_have_presence_and_reach() {
+    let s = TestServer::start().await;
+    let code = connect_code(&s, grant("webapp", "lobby")).await;
+    let app = App::register(&s).await;
+    let access = app.sign_in(&code).await["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bob = s.agent("bob", "lobby").await;
+    let http = reqwest::Client::new();
+    let webapp = async || -> Value {
+        let v: Value = http
+            .get(format!("{}/v1/presence", s.url))
+            .bearer_auth(&bob.token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["agent"] == "webapp")
+            .cloned()
+            .unwrap_or_else(|| panic!("the app is not listed: {v}"))
+    };
+    let reach = async || -> Value {
+        bob.call("post_message", json!({"body": "@webapp are you there?"}))
+            .await["reach"]["webapp"]
+            .clone()
+    };
+    let p = webapp().await;
+    assert_eq!(p["state"], "offline", "{p}");
+    assert_eq!(p["state_source"], "activity", "{p}");
+    assert_eq!(reach().await, "offline");
+
+    s.mcp(&access).call("whoami", json!({})).await;
+    let p = webapp().await;
+    assert_eq!(p["state"], "online", "{p}");
+    assert!(p["state_ts"].is_string(), "{p}");
+
+    let r = http
+        .post(format!("{}/v1/presence", s.url))
+        .bearer_auth(&access)
+        .json(&json!({"state": "working"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let p = webapp().await;
+    assert_eq!(p["state"], "working", "{p}");
+    assert_eq!(p["state_source"], "reported", "{p}");
+    assert_eq!(reach().await, "next_turn");
+
+    let stream = http
+        .get(format!("{}/v1/stream?client=channel&after=now", s.url))
+        .bearer_auth(&access)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    common::wait_for_push(&s.url, &bob.token, "webapp").await;
+    assert_eq!(reach().await, "push");
+    drop(stream);
+}

@@ -81,3 +81,113 @@ async fn python_sdk_legacy_mode() {
     let v = drive("legacy").await;
     check(&v, "legacy");
 }
+
+/// The Python SDK's stdio client launches `chatroom channel` and drives it
+/// in `mode`: the handshake answers 2025-11-25 with the `claude/channel`
+/// capability (never the permission relay), and a mention posted by
+/// another agent arrives as `notifications/claude/channel` with its meta.
+async fn channel_over_stdio(mode: &str) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let s = TestServer::start().await;
+    let bob = s.agent("bob", "lobby").await;
+    let token = s.token("alice", "lobby").await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/channel_client.py"
+    );
+    let mut child = tokio::process::Command::new(python())
+        .arg(script)
+        .arg(common::binary())
+        .arg(&s.url)
+        .arg(&token)
+        .arg(mode)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run python");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut line = async || {
+        tokio::time::timeout(std::time::Duration::from_secs(30), out.next_line())
+            .await
+            .expect("the script answers in time")
+            .unwrap()
+            .unwrap_or_default()
+    };
+    let ready = line().await;
+    let Some(ready) = ready.strip_prefix("READY ") else {
+        let o = child.wait_with_output().await.unwrap();
+        panic!(
+            "no handshake ({mode}): {ready}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let v: Value = serde_json::from_str(ready).unwrap();
+    assert_eq!(v["protocol"], "2025-11-25", "{v}");
+    assert_eq!(v["server"], "chatroom-channel", "{v}");
+    let experimental = &v["capabilities"]["experimental"];
+    assert_eq!(experimental["claude/channel"], serde_json::json!({}), "{v}");
+    assert!(
+        experimental.get("claude/channel/permission").is_none(),
+        "{v}"
+    );
+    assert!(
+        v["instructions"].as_str().unwrap().contains("untrusted"),
+        "{v}"
+    );
+
+    common::wait_for_push(&s.url, &token, "alice").await;
+    let posted = bob
+        .call(
+            "post_message",
+            serde_json::json!({"body": "@alice the review is yours"}),
+        )
+        .await;
+    assert_eq!(posted["reach"]["alice"], "push", "{posted}");
+    stdin.write_all(b"go\n").await.unwrap();
+    let notified = line().await;
+    let Some(notified) = notified.strip_prefix("NOTIFIED ") else {
+        let o = child.wait_with_output().await.unwrap();
+        panic!(
+            "no notification ({mode}): {notified}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let n: Value = serde_json::from_str(notified).unwrap();
+    let meta = &n["meta"];
+    assert_eq!(meta["room"], "lobby", "{n}");
+    assert_eq!(meta["kind"], "message", "{n}");
+    assert_eq!(meta["actor"], "bob", "{n}");
+    assert_eq!(
+        meta["message_id"],
+        posted["message_id"].as_i64().unwrap().to_string(),
+        "{n}"
+    );
+    for key in meta.as_object().unwrap().keys() {
+        assert!(
+            key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "meta key {key:?}"
+        );
+    }
+    assert!(n["content"].as_str().unwrap().contains("bob"), "{n}");
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait())
+        .await
+        .expect("the script ends")
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The SDK's stdio client with the initialize handshake (as Claude Code).
+#[tokio::test]
+async fn python_sdk_drives_the_channel_legacy() {
+    channel_over_stdio("legacy").await;
+}
+
+/// The SDK's stdio client in `auto` mode: its discovery probe falls back to
+/// the handshake, which still answers 2025-11-25.
+#[tokio::test]
+async fn python_sdk_drives_the_channel_auto() {
+    channel_over_stdio("auto").await;
+}

@@ -391,3 +391,121 @@ async fn dashboard_in_a_real_browser() {
     again.stop().await;
     println!("screenshots: {}", shots.display());
 }
+
+/// The agents list shows each agent's presence state and its age: the
+/// states their hooks reported over `POST /v1/presence`, and for an agent
+/// that reports none, the state its calls give; a change arrives over the
+/// stream without a reload. Screenshots at 1280 and 390 px
+/// (`presence-*.png`).
+#[tokio::test]
+async fn presence_on_the_dashboard() {
+    let Ok(node_modules) = std::env::var("CHATROOM_TEST_NODE_MODULES") else {
+        panic!(
+            "CHATROOM_TEST_NODE_MODULES is not set: it must name the node_modules folder holding \
+             playwright-core (.ci/run installs it and sets the variable)"
+        );
+    };
+    let s = TestServer::start().await;
+    s.room("lobby").await;
+    let http = reqwest::Client::new();
+    let mut tokens = std::collections::HashMap::new();
+    for (agent, state) in [
+        ("alice", Some("working")),
+        ("bob", Some("waiting")),
+        ("carol", Some("idle")),
+        ("dave", Some("offline")),
+        ("erin", None),
+    ] {
+        let token = s.token(agent, "lobby").await;
+        match state {
+            Some(state) => {
+                let r = http
+                    .post(format!("{}/v1/presence", s.url))
+                    .bearer_auth(&token)
+                    .json(&json!({ "state": state }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+            }
+            // Erin's client has no hooks: she only calls tools.
+            None => {
+                s.mcp(&token)
+                    .call("post_message", json!({"body": "erin here, no hooks"}))
+                    .await;
+            }
+        }
+        tokens.insert(agent, token);
+    }
+    let observer = s
+        .token_with(Grant {
+            agent: "maria".into(),
+            room: "lobby".into(),
+            readonly: true,
+            ..Grant::default()
+        })
+        .await;
+    let shots = screenshot_dir();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/presence.mjs");
+    let mut child = tokio::process::Command::new("node")
+        .arg(&script)
+        .env("NODE_PATH", &node_modules)
+        .env("CHATROOM_UI_URL", &s.url)
+        .env("CHATROOM_UI_TOKEN", &observer)
+        .env("CHATROOM_UI_SHOTS", &shots)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run node (is Node.js installed?)");
+    let mut d = Driver {
+        stdin: child.stdin.take().unwrap(),
+        stdout: BufReader::new(child.stdout.take().unwrap()).lines(),
+        stderr: child.stderr.take().unwrap(),
+    };
+    d.expect("WANT change").await;
+    let r = http
+        .post(format!("{}/v1/presence", s.url))
+        .bearer_auth(&tokens["bob"])
+        .json(&json!({"state": "working"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    d.say("CHANGED").await;
+    let result = d.expect("RESULT ").await;
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("node exits")
+        .unwrap();
+    assert!(status.success(), "{result}");
+    let v: serde_json::Value = serde_json::from_str(&result["RESULT ".len()..]).unwrap();
+    let before = &v["before"];
+    for (agent, state) in [
+        ("alice", "working"),
+        ("bob", "waiting"),
+        ("carol", "idle"),
+        ("dave", "offline"),
+        ("erin", "online"),
+    ] {
+        assert_eq!(before[agent]["state"], state, "{agent}: {v}");
+        let text = before[agent]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with(state) && text.contains("just now"),
+            "{agent} shows its state and its age: {text:?}"
+        );
+    }
+    assert!(
+        before["erin"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("from its last call"),
+        "{v}"
+    );
+    assert_eq!(v["after"]["bob"]["state"], "working", "{v}");
+    for size in ["1280x800", "390x844"] {
+        assert!(shots.join(format!("presence-{size}.png")).exists());
+    }
+    println!("screenshots: {}", shots.display());
+}

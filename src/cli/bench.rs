@@ -15,6 +15,9 @@ use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+#[path = "bench_push.rs"]
+mod push;
+
 #[derive(Args)]
 pub struct BenchArgs {
     /// Base URL of the server under test (without /mcp). Give it once per
@@ -63,6 +66,8 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    push: push::PushArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -93,6 +98,10 @@ enum Scenario {
     /// 15 calls one after another and 16 at once on that one cursor (as the
     /// prompt hook and the agent share one).
     Growth,
+    /// Extra: `--concurrency` real `chatroom channel` processes follow the
+    /// room; `--mentions` posts `@mention` their agents in turn, each timed
+    /// to the notification on its channel's stdout (`bench_push.rs`).
+    Channel,
     All,
 }
 
@@ -491,6 +500,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             Scenario::Search => search(&agents, args.concurrency, duration, args.foreign).await?,
             Scenario::Growth => growth(&agents, args.concurrency, &args.backlog, args.json).await?,
+            Scenario::Channel => push::channel(&agents, args.concurrency, &args.push).await?,
             Scenario::All | Scenario::Baseline => unreachable!(),
         };
         if let Some(b) = baseline

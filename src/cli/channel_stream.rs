@@ -4,7 +4,7 @@
 //! [`Follower`], one `/v1/stream?client=…` followed across reconnects that
 //! hands out each event once, by id.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -149,12 +149,21 @@ pub struct Follower {
     http: reqwest::Client,
     conn: Conn,
     kind: &'static str,
-    /// The newest event handed out; a reconnect resumes after it, and an
-    /// event at or below it is never handed out again.
+    /// The newest event handed out; a reconnect resumes after it.
     pub after: Option<i64>,
+    /// Events at or below this id are never handed out (again).
+    floor: Option<i64>,
+    /// The ids handed out above `floor`: concurrent writers announce their
+    /// events in the order they finish, not always in id order, so one
+    /// stream can bring event 11 before event 10; each is handed out once.
+    recent: BTreeSet<i64>,
     body: Option<(Body, SseParser)>,
     queue: std::collections::VecDeque<Item>,
 }
+
+/// How many handed-out ids a follower remembers to tell a late event from
+/// one seen already.
+const RECENT: usize = 4096;
 
 /// How long a silent stream is trusted (the server comments every 15 s).
 const STALL: Duration = Duration::from_secs(45);
@@ -173,6 +182,8 @@ impl Follower {
             conn,
             kind,
             after,
+            floor: after,
+            recent: BTreeSet::new(),
             body: None,
             queue: Default::default(),
         }
@@ -216,6 +227,7 @@ impl Follower {
                     "ready" => {
                         if self.after.is_none() {
                             self.after = data["latest_event_id"].as_i64();
+                            self.floor = self.after;
                         }
                         self.queue.push_back(Item::Ready(data));
                     }
@@ -223,10 +235,9 @@ impl Follower {
                         let Some(id) = data["id"].as_i64() else {
                             continue;
                         };
-                        if self.after.is_some_and(|a| id <= a) {
+                        if !self.first_time(id) {
                             continue;
                         }
-                        self.after = Some(id);
                         self.queue.push_back(Item::Activity(data));
                     }
                     "board" => self.queue.push_back(Item::Board(data)),
@@ -237,6 +248,8 @@ impl Follower {
                                 self.kind
                             );
                             self.after = Some(resumed);
+                            self.floor = Some(resumed);
+                            self.recent.clear();
                         }
                     }
                     "error" => {
@@ -253,6 +266,20 @@ impl Follower {
                 }
             }
         }
+    }
+
+    /// Whether event `id` was not handed out yet; records it.
+    fn first_time(&mut self, id: i64) -> bool {
+        if self.floor.is_some_and(|f| id <= f) || !self.recent.insert(id) {
+            return false;
+        }
+        self.after = Some(self.after.map_or(id, |a| a.max(id)));
+        while self.recent.len() > RECENT {
+            if let Some(oldest) = self.recent.pop_first() {
+                self.floor = Some(self.floor.map_or(oldest, |f| f.max(oldest)));
+            }
+        }
+        true
     }
 
     async fn connect(&mut self) -> Result<Body, End> {
@@ -384,5 +411,40 @@ mod tests {
                 ("chat".to_owned(), "x".to_owned())
             ]
         );
+    }
+
+    fn follower(after: Option<i64>) -> Follower {
+        let conn = Conn {
+            base: "http://127.0.0.1:1".into(),
+            token: "cr_x".into(),
+            room: None,
+        };
+        Follower::new(conn, "channel", after)
+    }
+
+    /// An event announced after a newer one (two writers finishing out of
+    /// id order) is still handed out, and each id only once.
+    #[test]
+    fn late_events_are_handed_out_once() {
+        let mut f = follower(Some(10));
+        assert!(!f.first_time(9), "at or below the start");
+        assert!(!f.first_time(10));
+        assert!(f.first_time(12));
+        assert!(f.first_time(11), "late, not seen yet");
+        assert!(!f.first_time(11));
+        assert!(!f.first_time(12));
+        assert_eq!(f.after, Some(12), "a reconnect resumes after the newest");
+    }
+
+    /// The memory of ids is bounded: past it, the oldest become the floor.
+    #[test]
+    fn the_memory_of_ids_is_bounded() {
+        let mut f = follower(Some(0));
+        for id in 1..=(RECENT as i64 + 10) {
+            assert!(f.first_time(id));
+        }
+        assert_eq!(f.recent.len(), RECENT);
+        assert_eq!(f.floor, Some(10));
+        assert!(!f.first_time(5));
     }
 }

@@ -37,6 +37,9 @@ use crate::domain::store::Store;
 use crate::domain::{Call, Core};
 use crate::error::{Error, Result};
 
+/// An agent that reports no state is `online` while it was seen within
+/// this window (the dashboard's "active").
+pub const ACTIVE_MS: i64 = 5 * 60 * 1000;
 /// A hook seen within this window makes the agent `next_turn`.
 pub const HOOK_FRESH_MS: i64 = 30 * 60 * 1000;
 /// How often each replica renews the marks of its connected push clients.
@@ -357,6 +360,13 @@ pub struct AgentPresence {
     pub push: bool,
     #[serde(with = "crate::clock::ts_opt")]
     pub hook_seen: Option<i64>,
+    /// Where `state` comes from: `reported` (its hooks, `POST
+    /// /v1/presence`) or `activity` (an agent whose client reports none,
+    /// such as an OAuth app: `online` while its calls were seen within
+    /// [`ACTIVE_MS`], then `idle`, `offline` if never seen).
+    pub state_source: &'static str,
+    #[serde(with = "crate::clock::ts_opt")]
+    pub last_seen: Option<i64>,
 }
 
 impl Core {
@@ -447,6 +457,34 @@ impl Core {
     /// this replica holds in memory.
     pub async fn presence_of(&self, room: &str) -> Result<Vec<AgentPresence>> {
         let now = self.clock.now_ms();
+        let mut out = self.known_presence(room, now).await?;
+        // Every member appears, also one whose client reports no state (an
+        // OAuth app, a client without hooks): its state from its calls.
+        for m in self.store.members(room).await? {
+            if !out.iter().any(|p| p.agent == m.agent) {
+                out.push(self.merge(room, &m.agent, None, now));
+            }
+            if let Some(p) = out.iter_mut().find(|p| p.agent == m.agent) {
+                p.last_seen = p.last_seen.max(m.last_seen);
+            }
+        }
+        for p in &mut out {
+            if p.state.is_none() {
+                p.state_source = "activity";
+                p.state_ts = p.last_seen;
+                p.state = Some(match p.last_seen {
+                    Some(t) if now - t <= ACTIVE_MS => State::Online,
+                    Some(_) => State::Idle,
+                    None => State::Offline,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.agent.cmp(&b.agent));
+        Ok(out)
+    }
+
+    /// The agents of `room` the store or this replica holds presence for.
+    async fn known_presence(&self, room: &str, now: i64) -> Result<Vec<AgentPresence>> {
         let statuses = self.store.agent_statuses(room).await?;
         let mut out: Vec<AgentPresence> = statuses
             .into_iter()
@@ -494,6 +532,8 @@ impl Core {
                 .unwrap_or_default(),
             push,
             hook_seen,
+            state_source: "reported",
+            last_seen: self.presence.last_seen(room, agent),
         }
     }
 
@@ -503,7 +543,7 @@ impl Core {
             return Ok(Vec::new());
         }
         let now = self.clock.now_ms();
-        let known = self.presence_of(room).await?;
+        let known = self.known_presence(room, now).await?;
         Ok(agents
             .iter()
             .map(|name| {

@@ -10,7 +10,10 @@
 //! replays only the last N of each. `client=channel|monitor|rewake` marks
 //! a push client (SPEC §8a): it is counted for `reach` while connected, and
 //! its `activity` also carries `actionable` (why the event concerns the
-//! agent, `domain::push`, or null) and the agent's `attention`. Replays come from the database, then the
+//! agent, `domain::push`, or null) and the agent's `attention`. Other
+//! streams (the dashboard's) also get `presence` when an agent's state or
+//! attention changes on this replica: `{room, agent, state, ts,
+//! attention}`, as MQTT publishes it. Replays come from the database, then the
 //! stream follows the in-process event bus (a lagging stream re-reads from
 //! the database). A keep-alive comment goes out every 15 s. Streams never
 //! move cursors, and all of them end when the server shuts down. A stream
@@ -195,7 +198,9 @@ pub async fn stream(
             .presence
             .push_client(&room, &api.caller.agent, s.core.clock.now_ms())
     });
+    let changes = push.is_none().then(|| s.core.presence.subscribe());
     let feed = Feed {
+        changes,
         push,
         core: s.core.clone(),
         boards,
@@ -224,6 +229,24 @@ pub async fn stream(
     Ok(response)
 }
 
+/// The next presence change, if the stream follows them (a lagging stream
+/// skips what it missed: the dashboard re-reads presence now and then).
+async fn next_change(
+    changes: &mut Option<broadcast::Receiver<crate::domain::presence::Change>>,
+) -> Option<crate::domain::presence::Change> {
+    let Some(rx) = changes else {
+        return std::future::pending().await;
+    };
+    match rx.recv().await {
+        Ok(c) => Some(c),
+        Err(RecvError::Lagged(_)) => None,
+        Err(RecvError::Closed) => {
+            *changes = None;
+            None
+        }
+    }
+}
+
 /// Why a feed stops early.
 enum Stop {
     /// The client went away.
@@ -242,6 +265,8 @@ type Step<T = ()> = std::result::Result<T, Stop>;
 
 /// One stream's producer: replays, then follows the bus.
 struct Feed {
+    /// The room's presence changes, for streams that are not push clients.
+    changes: Option<broadcast::Receiver<crate::domain::presence::Change>>,
     /// Held while a push client follows the room (counted for `reach`).
     push: Option<crate::domain::presence::PushClient>,
     core: Core,
@@ -391,6 +416,12 @@ impl Feed {
         loop {
             let first = tokio::select! {
                 _ = self.tx.closed() => return Err(Stop::Gone),
+                c = next_change(&mut self.changes) => {
+                    if let Some(c) = c.filter(|c| c.room == self.room) {
+                        self.send("presence", None, c.payload()).await?;
+                    }
+                    continue;
+                }
                 r = self.bus.recv() => r,
             };
             // Take whatever else is waiting, so a burst costs one look for

@@ -176,9 +176,15 @@ export function openRoom(name) {
 export async function loadAgents() {
   const room = state.room;
   try {
-    const r = await api('/v1/agents', { room });
+    // The members, and each one's presence state (a server without
+    // /v1/presence still lists its members).
+    const [r, p] = await Promise.all([api('/v1/agents', { room }), api('/v1/presence', { room }).catch(() => null)]);
     if (room !== state.room) return;
-    state.agents = r.agents || [];
+    const states = new Map(((p && p.agents) || []).map((x) => [x.agent, x]));
+    state.agents = (r.agents || []).map((a) => {
+      const s = states.get(a.agent);
+      return s ? { ...a, state: s.state, state_ts: s.state_ts, state_source: s.state_source, attention: s.attention, push: s.push } : a;
+    });
     renderAgents();
   } catch (e) {
     handleApiFailure(e);
@@ -189,31 +195,73 @@ export function seen(agent, ts) {
   const a = state.agents.find((x) => x.agent === agent);
   if (a && (!a.last_seen || parseTs(ts) > parseTs(a.last_seen))) {
     a.last_seen = ts;
+    // A state read from activity follows the agent's calls.
+    if (a.state_source === 'activity') {
+      a.state = 'online';
+      a.state_ts = ts;
+    }
     renderAgents();
   }
 }
 
+/** A `presence` event of the stream: an agent's hooks said what it does. */
+export function presenceChanged(data) {
+  if (data.room && data.room !== state.room) return;
+  const a = state.agents.find((x) => x.agent === data.agent);
+  if (!a) return loadAgents();
+  if (data.state) {
+    a.state = data.state;
+    a.state_ts = data.ts;
+    a.state_source = 'reported';
+  }
+  if (data.attention) a.attention = data.attention;
+  renderAgents();
+}
+
+const STATES = ['online', 'working', 'waiting', 'idle', 'offline'];
+const STATE_HINT = {
+  online: 'its session is open',
+  working: 'in a turn',
+  waiting: 'waiting for its user',
+  idle: 'at its prompt, between turns',
+  offline: 'its session ended',
+};
+
+/** The agent's state: as reported, else from when it was last seen. */
+function stateOf(a) {
+  if (STATES.includes(a.state)) return a.state;
+  const p = presence(a.last_seen);
+  return p === 'active' ? 'online' : p === 'idle' ? 'idle' : 'offline';
+}
+
 export function renderAgents() {
-  const order = { active: 0, idle: 1, away: 2 };
+  const order = { working: 0, waiting: 1, online: 2, idle: 3, offline: 4 };
   const agents = [...state.agents].sort(
-    (a, b) => order[presence(a.last_seen)] - order[presence(b.last_seen)] || (parseTs(b.last_seen) || 0) - (parseTs(a.last_seen) || 0),
+    (a, b) => order[stateOf(a)] - order[stateOf(b)] || (parseTs(b.last_seen) || 0) - (parseTs(a.last_seen) || 0),
   );
-  const active = agents.filter((a) => presence(a.last_seen) === 'active').length;
+  const active = agents.filter((a) => stateOf(a) !== 'offline' && stateOf(a) !== 'idle').length;
   $('agents-count').textContent = agents.length ? active + ' of ' + agents.length + ' active' : '';
   $('agents').replaceChildren(
     ...agents.map((a) => {
+      const st = stateOf(a);
+      const since = a.state_ts || a.last_seen;
       const tags = [];
       if (a.is_you) tags.push('you');
       if (a.lead) tags.push('lead');
       if (a.admin) tags.push('admin');
       if (a.readonly) tags.push('read-only');
+      if (a.push) tags.push('push');
+      if (a.attention && a.attention !== 'open') tags.push(a.attention);
       const skills = a.skills && a.skills.length ? a.skills.join(', ') : '';
+      const from = a.state_source === 'reported' ? STATE_HINT[st] : 'from its last call';
+      const title =
+        st + ' (' + from + ')' + (since ? ' since ' + new Date(parseTs(since)).toLocaleString() : '') + (a.last_seen ? '; last seen ' + new Date(parseTs(a.last_seen)).toLocaleString() : '; never seen');
       return el(
         'li',
-        { class: 'agent ' + presence(a.last_seen), title: a.last_seen ? 'last seen ' + new Date(parseTs(a.last_seen)).toLocaleString() : 'never seen' },
+        { class: 'agent st-' + st, title, 'data-agent': a.agent, 'data-state': st },
         el('span', { class: 'dot' }),
         el('span', { class: 'agent-name' }, a.agent),
-        el('span', { class: 'ago' }, ago(a.last_seen)),
+        el('span', { class: 'pstate' }, el('span', { class: 'state-name' }, st), since ? el('span', { class: 'ago' }, ' · ' + ago(since)) : null),
         tags.length || skills ? el('span', { class: 'tags' }, tags.join(' · '), skills ? el('span', { class: 'skills' }, (tags.length ? ' · ' : '') + skills) : null) : null,
       );
     }),

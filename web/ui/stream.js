@@ -5,7 +5,7 @@ import { addActivity } from './activity.js';
 import { renderBoard, renderFiles } from './board.js';
 import { addMessage } from './chat.js';
 import { banner, renderOffline, setConn, setOffline, setOnline, setRefused } from './conn.js';
-import { refreshRoomsSoon } from './rooms.js';
+import { presenceChanged, refreshRoomsSoon } from './rooms.js';
 import { MAX_BACKOFF, STALL_MS, state, TAIL } from './state.js';
 
 // ---------- the stream ----------
@@ -160,6 +160,9 @@ export function handle(name, data) {
       state.files = data.files || [];
       renderFiles();
       renderBoard();
+      break;
+    case 'presence':
+      presenceChanged(data);
       break;
     case 'error':
       setConn('error', (data.error && data.error.message) || 'stream error');
