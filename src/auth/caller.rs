@@ -27,6 +27,8 @@ pub struct Caller {
     pub all_rooms: bool,
     pub lead: bool,
     pub skills: Vec<String>,
+    /// Which MCP tools the token sees and may call.
+    pub profile: crate::domain::profile::Profile,
 }
 
 impl Caller {
@@ -43,6 +45,7 @@ impl Caller {
             all_rooms: t.all_rooms,
             lead: t.lead,
             skills: t.skills,
+            profile: t.profile,
         }
     }
 

@@ -86,6 +86,10 @@ enum AdminCommand {
         /// A skill the agent has (repeatable).
         #[arg(long = "skill")]
         skills: Vec<String>,
+        /// Which tools the token sees and may call: full (every tool),
+        /// worker, lead, observer (the read tools) or app (the board app).
+        #[arg(long, default_value = "full")]
+        profile: crate::domain::profile::Profile,
         /// Print one JSON object instead.
         #[arg(long)]
         json: bool,
@@ -118,6 +122,10 @@ enum AdminCommand {
         /// A skill the agent has (repeatable).
         #[arg(long = "skill")]
         skills: Vec<String>,
+        /// Which tools the token sees and may call: full (every tool),
+        /// worker, lead, observer (the read tools) or app (the board app).
+        #[arg(long, default_value = "full")]
+        profile: crate::domain::profile::Profile,
         /// How long the code stays valid, in minutes.
         #[arg(long, default_value_t = 15)]
         ttl_minutes: i64,
@@ -385,6 +393,7 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             all_rooms,
             lead,
             skills,
+            profile,
             json,
         } => {
             // The whole grant is checked before a missing room is created.
@@ -403,6 +412,7 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 all_rooms,
                 lead,
                 skills,
+                profile,
             };
             let (secret, record) = tokens::mint(store.as_ref(), grant).await?;
             if json {
@@ -426,6 +436,7 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             all_rooms,
             lead,
             skills,
+            profile,
             ttl_minutes,
             json,
         } => {
@@ -438,6 +449,7 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
                 all_rooms,
                 lead,
                 skills,
+                profile,
             };
             let (code, info) = oauth::mint_connect_code(store.as_ref(), grant, ttl_minutes).await?;
             if json {

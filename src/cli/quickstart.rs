@@ -92,6 +92,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
                 all_rooms: false,
                 lead: false,
                 skills: Vec::new(),
+                profile: Default::default(),
             };
             tokens::mint(store.as_ref(), grant).await
         }

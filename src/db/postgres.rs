@@ -247,6 +247,7 @@ fn token_from_row(r: &PgRow) -> TokenRecord {
         revoked_ts: r.get("revoked_ts"),
         last_seen: r.try_get("last_seen").unwrap_or(None),
         last_used: r.get("last_used_ts"),
+        profile: Profile::stored(r.get::<Option<&str>, _>("profile")),
     }
 }
 
@@ -689,8 +690,8 @@ impl Store for PostgresStore {
 
     async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
         Ok(sqlx::query_scalar(
-            "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+            "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
         )
         .bind(&t.hash)
         .bind(&t.agent)
@@ -702,6 +703,7 @@ impl Store for PostgresStore {
         .bind(t.lead)
         .bind(&t.skills)
         .bind(now)
+        .bind(t.profile.as_str())
         .fetch_one(&self.pool)
         .await
         .map_err(text_error)?)

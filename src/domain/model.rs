@@ -258,6 +258,8 @@ pub struct TokenRecord {
     pub all_rooms: bool,
     pub lead: bool,
     pub skills: Vec<String>,
+    /// Which tools the token sees and may call.
+    pub profile: crate::domain::profile::Profile,
     #[serde(with = "crate::clock::ts")]
     pub created_ts: i64,
     #[serde(with = "crate::clock::ts_opt")]
@@ -282,6 +284,7 @@ pub struct NewToken {
     pub all_rooms: bool,
     pub lead: bool,
     pub skills: Vec<String>,
+    pub profile: crate::domain::profile::Profile,
 }
 
 /// One chat message.

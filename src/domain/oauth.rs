@@ -107,6 +107,7 @@ pub struct ConnectCodeInfo {
     pub all_rooms: bool,
     pub lead: bool,
     pub skills: Vec<String>,
+    pub profile: crate::domain::profile::Profile,
     #[serde(with = "crate::clock::ts")]
     pub expires_at: i64,
 }
@@ -125,6 +126,8 @@ pub struct GrantRecord {
     pub all_rooms: bool,
     pub lead: bool,
     pub skills: Vec<String>,
+    /// The tool profile of the connect code that approved it.
+    pub profile: crate::domain::profile::Profile,
     #[serde(with = "crate::clock::ts")]
     pub created_ts: i64,
     #[serde(with = "crate::clock::ts_opt")]
@@ -179,6 +182,7 @@ impl GrantRecord {
             all_rooms: self.all_rooms,
             lead: self.lead,
             skills: self.skills,
+            profile: self.profile,
         }
     }
 }
@@ -402,6 +406,7 @@ pub async fn mint_connect_code(
             all_rooms: grant.all_rooms,
             lead: grant.lead,
             skills: grant.skills,
+            profile: grant.profile,
             expires_at: new.expires_ts,
         },
     ))

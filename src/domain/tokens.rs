@@ -4,6 +4,7 @@ use crate::auth::Caller;
 use crate::auth::token::{self, Secret};
 use crate::clock::now_ms;
 use crate::domain::model::{NewToken, TokenRecord};
+use crate::domain::profile::Profile;
 use crate::domain::store::Store;
 use crate::domain::{limits, names};
 use crate::error::{Error, Result};
@@ -19,6 +20,8 @@ pub struct Grant {
     pub all_rooms: bool,
     pub lead: bool,
     pub skills: Vec<String>,
+    /// Which tools the token sees and may call (`full` by default).
+    pub profile: Profile,
 }
 
 /// Mints a token for `grant`. Every named room must exist. Returns the raw
@@ -54,6 +57,7 @@ pub async fn mint(store: &dyn Store, grant: Grant) -> Result<(Secret, TokenRecor
         all_rooms: grant.all_rooms,
         lead: grant.lead,
         skills: grant.skills,
+        profile: grant.profile,
     };
     let now = now_ms();
     let id = store.insert_token(&new, now).await?;
@@ -67,6 +71,7 @@ pub async fn mint(store: &dyn Store, grant: Grant) -> Result<(Secret, TokenRecor
         all_rooms: new.all_rooms,
         lead: new.lead,
         skills: new.skills,
+        profile: new.profile,
         created_ts: now,
         revoked_ts: None,
         last_seen: None,

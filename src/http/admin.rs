@@ -471,10 +471,18 @@ struct MintBody {
     lead: bool,
     #[serde(default)]
     skills: Vec<String>,
+    /// The tool profile (`full` when absent).
+    #[serde(default)]
+    profile: Option<String>,
     /// Base URL for the LAN setup text (instead of the configured one).
     lan_url: Option<String>,
     /// Base URL for the remote setup text (instead of the configured one).
     public_url: Option<String>,
+}
+
+/// The tool profile a mint asked for; `full` when it named none.
+fn profile_of(p: Option<&str>) -> Result<crate::domain::profile::Profile> {
+    p.map_or(Ok(crate::domain::profile::Profile::Full), crate::domain::profile::Profile::parse)
 }
 
 /// Mints a token and answers it once, with the setup text for both sides.
@@ -498,6 +506,7 @@ async fn mint_token(
         all_rooms: body.all_rooms,
         lead: body.lead,
         skills: trimmed(body.skills),
+        profile: profile_of(body.profile.as_deref())?,
     };
     let (secret, t) = tokens::mint(state.core.store.as_ref(), grant).await?;
     let whole_server = t.admin && t.all_rooms;
@@ -700,6 +709,9 @@ struct ConnectBody {
     lead: bool,
     #[serde(default)]
     skills: Vec<String>,
+    /// The tool profile (`full` when absent).
+    #[serde(default)]
+    profile: Option<String>,
     #[serde(default = "default_connect_minutes")]
     ttl_minutes: i64,
 }
@@ -735,6 +747,7 @@ async fn connect_app(
         all_rooms: b.all_rooms,
         lead: b.lead,
         skills: trimmed(b.skills.clone()),
+        profile: profile_of(b.profile.as_deref())?,
     };
     let (code, info) =
         crate::domain::oauth::mint_connect_code(state.core.store.as_ref(), grant, body.ttl_minutes)

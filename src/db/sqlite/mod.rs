@@ -301,7 +301,7 @@ macro_rules! room_columns {
 }
 macro_rules! token_columns {
     () => {
-        "id, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, revoked_ts, last_used_ts"
+        "id, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, revoked_ts, last_used_ts, profile"
     };
 }
 macro_rules! message_columns {
@@ -340,7 +340,8 @@ fn token_from_row(r: &Row) -> rusqlite::Result<TokenRecord> {
         created_ts: r.get(9)?,
         revoked_ts: r.get(10)?,
         last_used: r.get(11)?,
-        last_seen: r.get(12)?,
+        profile: Profile::stored(r.get::<_, Option<String>>(12)?.as_deref()),
+        last_seen: r.get(13)?,
     })
 }
 
@@ -855,8 +856,8 @@ impl Store for SqliteStore {
         self.write(|c| {
             let id = row(
                 c,
-                "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+                "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
                 params![
                     t.hash,
                     t.agent,
@@ -867,7 +868,8 @@ impl Store for SqliteStore {
                     t.all_rooms,
                     t.lead,
                     json_list(&t.skills),
-                    now
+                    now,
+                    t.profile.as_str()
                 ],
                 |r| r.get(0),
             )?;
