@@ -21,7 +21,7 @@ use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     ExtensionCapabilities, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
     GetSkillResult, Implementation, JsonObject, ListPromptsResult, ListSkillsResult,
-    PaginatedRequestParams, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
+    PaginatedRequestParams,
     SKILLS_EXTENSION_ID, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::SubscriptionContext;
@@ -91,9 +91,9 @@ fn capabilities() -> ServerCapabilities {
     let mut ui = JsonObject::new();
     ui.insert("mimeTypes".into(), serde_json::json!([app::MIME_TYPE]));
     extensions.insert(app::UI_EXTENSION.into(), ui);
-    let mut skills = JsonObject::new();
-    skills.insert("directoryRead".into(), serde_json::json!(true));
-    extensions.insert(SKILLS_EXTENSION_ID.into(), skills);
+    // No `directoryRead`: the skill is one file, a folder listing would
+    // add nothing.
+    extensions.insert(SKILLS_EXTENSION_ID.into(), JsonObject::new());
     ServerCapabilities::builder()
         .enable_extensions_with(extensions)
         .enable_prompts()
@@ -184,16 +184,6 @@ impl ServerHandler for Chatroom {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, ErrorData> {
         Ok(skill::get(&request.uri)?
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private))
-    }
-
-    async fn read_resource_directory(
-        &self,
-        request: ReadResourceDirectoryRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
-        Ok(skill::directory(&request.uri)?
             .with_ttl_ms(LIST_TTL_MS)
             .with_cache_scope(CacheScope::Private))
     }

@@ -11,14 +11,12 @@ use std::sync::LazyLock;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    GetSkillResult, ListResourcesResult, ListSkillsResult, ReadResourceResult, Resource,
+    GetSkillResult, ListSkillsResult, ReadResourceResult, Resource,
     ResourceContents, Skill, SkillFrontmatter, SkillResource, SkillResources,
 };
 
 /// The skill's `SKILL.md`.
 pub const SKILL_URI: &str = "skill://chatroom/coordination/SKILL.md";
-/// The skill's folder (`resources/directory/read`).
-pub const SKILL_DIR: &str = "skill://chatroom/coordination";
 /// The name the URI gives it.
 const NAME: &str = "coordination";
 const MIME: &str = "text/markdown";
@@ -50,7 +48,7 @@ fn skill() -> Skill {
     )
 }
 
-/// The `SKILL.md` as a resource (`resources/list`, the folder's listing).
+/// The `SKILL.md` as a resource (`resources/list`).
 pub fn resource() -> Resource {
     Resource::new(SKILL_URI, "SKILL.md")
         .with_title("chatroom coordination skill")
@@ -82,17 +80,6 @@ pub fn read(uri: &str) -> Option<ReadResourceResult> {
             ResourceContents::text(TEXT.as_str(), SKILL_URI).with_mime_type(MIME),
         ])
     })
-}
-
-/// `resources/directory/read` of the skill's folder.
-pub fn directory(uri: &str) -> Result<ListResourcesResult, ErrorData> {
-    if uri.trim_end_matches('/') != SKILL_DIR {
-        return Err(ErrorData::invalid_params(
-            format!("not a directory: {uri}"),
-            None,
-        ));
-    }
-    Ok(ListResourcesResult::with_all_items(vec![resource()]))
 }
 
 #[cfg(test)]
