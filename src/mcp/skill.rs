@@ -50,7 +50,7 @@ fn skill() -> Skill {
 
 /// The `SKILL.md` as a resource (`resources/list`).
 pub fn resource() -> Resource {
-    Resource::new(SKILL_URI, "SKILL.md")
+    Resource::new(SKILL_URI, NAME)
         .with_title("chatroom coordination skill")
         .with_description(description())
         .with_mime_type(MIME)
