@@ -45,8 +45,11 @@ async fn the_board_resource_is_listed_and_read() {
     let c = s.agent("alice", "lobby").await;
     let v = rpc(&c, "resources/list", json!({})).await;
     let list = v["result"]["resources"].as_array().expect("resources");
-    assert_eq!(list.len(), 1, "{v}");
+    // The app, the coordination skill, and the board of the one room.
+    assert_eq!(list.len(), 3, "{v}");
     assert_eq!(list[0]["uri"], URI);
+    assert_eq!(list[1]["uri"], "skill://chatroom/coordination/SKILL.md");
+    assert_eq!(list[2]["uri"], "chatroom://room/lobby/board");
     assert_eq!(list[0]["mimeType"], MIME);
     let no_domains = json!({"connectDomains": [], "resourceDomains": [], "frameDomains": [], "baseUriDomains": []});
     assert_eq!(list[0]["_meta"]["ui"]["csp"], no_domains);
@@ -152,7 +155,14 @@ async fn show_board_points_at_the_app() {
         "{board}"
     );
     for t in tools.iter().filter(|t| t["name"] != "show_board") {
-        assert!(t.get("_meta").is_none(), "{} has _meta", t["name"]);
+        let name = t["name"].as_str().unwrap();
+        if name.starts_with("board_") {
+            // The app's buttons: hidden from the model, tied to the app.
+            assert_eq!(t["_meta"]["ui"]["visibility"], json!(["app"]), "{t}");
+            assert_eq!(t["_meta"]["ui"]["resourceUri"], URI, "{t}");
+        } else {
+            assert!(t.get("_meta").is_none(), "{name} has _meta");
+        }
     }
 }
 

@@ -72,6 +72,7 @@ fn token(hash: &str, agent: &str, room: &str) -> NewToken {
         all_rooms: false,
         lead: false,
         skills: vec!["rust".into()],
+        profile: Default::default(),
     }
 }
 
