@@ -32,6 +32,15 @@ async fn listed(s: &TestServer, agent: &str, profile: Profile) -> (Vec<String>, 
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
     let bytes = serde_json::to_string(tools).unwrap().len();
+    let for_model: Vec<&Value> = tools
+        .iter()
+        .filter(|t| t["_meta"]["ui"]["visibility"] != json!(["app"]))
+        .collect();
+    println!(
+        "profile {profile}: without the app-only tools {} tools, {} bytes",
+        for_model.len(),
+        serde_json::to_string(&for_model).unwrap().len()
+    );
     (names, bytes, token)
 }
 
