@@ -60,10 +60,11 @@ pub fn tool_meta() -> MetaObject {
 }
 
 /// `_meta` of an app-only tool: hidden from the model, called by the
-/// board app's buttons (`_meta.ui.visibility: ["app"]`).
+/// board app's buttons (`_meta.ui.visibility: ["app"]`). No `resourceUri`:
+/// calling one opens nothing (hosts list the tools that have one as apps).
 pub fn app_only_meta() -> MetaObject {
     meta(json!({
-        "ui": { "resourceUri": BOARD_URI, "visibility": ["app"] },
+        "ui": { "visibility": ["app"] },
     }))
 }
 
