@@ -20,7 +20,8 @@ async fn rpc(c: &McpClient, method: &str, params: Value) -> Value {
     v
 }
 
-/// `initialize` advertises resources beside tools.
+/// `initialize` advertises resources beside tools, prompts, and the
+/// `io.modelcontextprotocol/ui` and skills extensions.
 #[tokio::test]
 async fn resources_capability_is_advertised() {
     let s = TestServer::start().await;
@@ -34,6 +35,19 @@ async fn resources_capability_is_advertised() {
     let caps = &v["result"]["capabilities"];
     assert!(caps["resources"].is_object(), "{v}");
     assert!(caps["tools"].is_object(), "{v}");
+    // MCP Apps and skills, declared to a client that declared nothing
+    // (hosts probe with empty capabilities first); prompts; and what
+    // subscriptions/listen delivers.
+    let ext = &caps["extensions"];
+    assert_eq!(
+        ext["io.modelcontextprotocol/ui"]["mimeTypes"],
+        json!(["text/html;profile=mcp-app"]),
+        "{v}"
+    );
+    assert!(ext["io.modelcontextprotocol/skills"].is_object(), "{v}");
+    assert!(caps["prompts"].is_object(), "{v}");
+    assert_eq!(caps["resources"]["subscribe"], true, "{v}");
+    assert_eq!(caps["tools"]["listChanged"], true, "{v}");
 }
 
 /// `resources/list` names the board app with its mime type and a CSP that

@@ -143,7 +143,10 @@ async fn board_app_in_a_real_browser() {
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or_else(|| panic!("no RESULT line:\n{stdout}\n{stderr}"));
     assert_eq!(result["ok"], true, "{stdout}\n{stderr}");
-    println!("model told: {}; panel in a fixed frame: {}", result["told"], result["panel_fixed_frame"]);
+    println!(
+        "model told: {}; panel in a fixed frame: {}",
+        result["told"], result["panel_fixed_frame"]
+    );
 
     // The person's clicks went through the app-only tools: their audit
     // rows name them (via the app), not the model's tools.
@@ -157,10 +160,16 @@ async fn board_app_in_a_real_browser() {
     };
     let bob_tools = tools_of("bob");
     for t in ["board_claim", "board_note", "board_release", "board_post"] {
-        assert!(bob_tools.iter().any(|x| x == t), "{t} not audited: {bob_tools:?}");
+        assert!(
+            bob_tools.iter().any(|x| x == t),
+            "{t} not audited: {bob_tools:?}"
+        );
     }
     for t in ["claim_task", "add_note", "release_task", "post_message"] {
-        assert!(!bob_tools.iter().any(|x| x == t), "a click audited as {t}: {bob_tools:?}");
+        assert!(
+            !bob_tools.iter().any(|x| x == t),
+            "a click audited as {t}: {bob_tools:?}"
+        );
     }
     assert!(tools_of("alice").iter().any(|x| x == "board_review"));
 

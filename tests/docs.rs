@@ -470,24 +470,42 @@ async fn call_every_tool(s: &TestServer) -> HashMap<String, BTreeSet<String>> {
         record(tool, &v);
     }
     // The board app's own tools (what a person's clicks call).
-    let v = c.call("create_task", json!({"title": "three", "needs_review": true})).await;
+    let v = c
+        .call(
+            "create_task",
+            json!({"title": "three", "needs_review": true}),
+        )
+        .await;
     let three = v["created"]["id"].as_i64().unwrap();
     for (tool, args) in [
         ("board_refresh", json!({"room": "docs"})),
         ("board_task", json!({"task_id": three, "room": "docs"})),
         ("board_claim", json!({"task_id": three, "room": "docs"})),
-        ("board_note", json!({"task_id": three, "body": "from the app", "room": "docs"})),
+        (
+            "board_note",
+            json!({"task_id": three, "body": "from the app", "room": "docs"}),
+        ),
         ("board_release", json!({"task_id": three, "room": "docs"})),
-        ("board_post", json!({"body": "from the app", "room": "docs"})),
+        (
+            "board_post",
+            json!({"body": "from the app", "room": "docs"}),
+        ),
     ] {
         let v = c.call(tool, args).await;
         record(tool, &v);
     }
-    c.call("claim_task", json!({"task_id": three, "room": "docs"})).await;
-    c.call("submit_result", json!({"task_id": three, "result": "r", "room": "docs"}))
+    c.call("claim_task", json!({"task_id": three, "room": "docs"}))
         .await;
+    c.call(
+        "submit_result",
+        json!({"task_id": three, "result": "r", "room": "docs"}),
+    )
+    .await;
     let v = c
-        .call("board_review", json!({"task_id": three, "approve": true, "room": "docs"}))
+        .call(
+            "board_review",
+            json!({"task_id": three, "approve": true, "room": "docs"}),
+        )
         .await;
     record("board_review", &v);
     keys

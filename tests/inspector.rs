@@ -24,7 +24,11 @@ fn required(var: &str, what: &str) -> PathBuf {
         panic!("{var} is not set: {what} is needed for this test; run `bash .ci/run` once, or export {var}")
     });
     let path = PathBuf::from(path);
-    assert!(path.exists(), "{var}={} does not exist; run `bash .ci/run`", path.display());
+    assert!(
+        path.exists(),
+        "{var}={} does not exist; run `bash .ci/run`",
+        path.display()
+    );
     path
 }
 
@@ -41,7 +45,10 @@ async fn board_app_under_the_mcp_inspector() {
     let alice = s.agent("alice", "lobby").await;
     for i in 1..=3 {
         alice
-            .call("create_task", json!({"title": format!("Task {i} for the Inspector")}))
+            .call(
+                "create_task",
+                json!({"title": format!("Task {i} for the Inspector")}),
+            )
             .await;
     }
     alice
@@ -92,7 +99,10 @@ async fn board_app_under_the_mcp_inspector() {
     let output = tokio::process::Command::new(&node)
         .arg(&script)
         .env("NODE_PATH", &modules)
-        .env("CHATROOM_INSPECTOR_URL", format!("http://127.0.0.1:{port}/"))
+        .env(
+            "CHATROOM_INSPECTOR_URL",
+            format!("http://127.0.0.1:{port}/"),
+        )
         .env("CHATROOM_APP_SHOTS", &shots)
         .stdin(Stdio::null())
         .kill_on_drop(true)
@@ -110,20 +120,29 @@ async fn board_app_under_the_mcp_inspector() {
     println!("under the Inspector: {result}");
     assert_eq!(result["ok"], true);
     assert_eq!(result["protocol"], "MCP 2026-07-28");
-    assert_eq!(result["apps"], json!(["show_board"]), "app-only tools are not apps");
+    assert_eq!(
+        result["apps"],
+        json!(["show_board"]),
+        "app-only tools are not apps"
+    );
     assert_eq!(result["width_390"][0], result["width_390"][1], "{result}");
 
     // The claim is on the server, by alice, through the app-only tool.
     let title = result["claimed"].as_str().unwrap();
-    let tasks = alice.call("list_tasks", json!({"status": "in_progress"})).await;
+    let tasks = alice
+        .call("list_tasks", json!({"status": "in_progress"}))
+        .await;
     let held = tasks["tasks"].as_array().unwrap();
     assert!(
-        held.iter().any(|t| t["title"] == title && t["assignee"] == "alice"),
+        held.iter()
+            .any(|t| t["title"] == title && t["assignee"] == "alice"),
         "{tasks}"
     );
     let audit = s.store.dump_table("audit", 0, 10_000).await.unwrap();
     assert!(
-        audit.iter().any(|r| r["tool"] == "board_claim" && r["agent"] == "alice"),
+        audit
+            .iter()
+            .any(|r| r["tool"] == "board_claim" && r["agent"] == "alice"),
         "the click is not audited as the app's: {audit:?}"
     );
     for shot in ["inspector-1280", "inspector-1280-claimed", "inspector-390"] {

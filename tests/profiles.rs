@@ -77,11 +77,21 @@ async fn a_profile_lists_and_allows_only_its_tools() {
         "a worker's list ({} bytes) is over a third of the full one ({full_bytes})",
         worker.1
     );
-    assert_eq!(sizes[0].1, chatroom::mcp::TOOLS.len(), "full lists every tool");
+    assert_eq!(
+        sizes[0].1,
+        chatroom::mcp::TOOLS.len(),
+        "full lists every tool"
+    );
     let w = s.mcp(&worker.2);
-    let created = w.try_call("create_task", json!({"title": "not mine to make"})).await;
+    let created = w
+        .try_call("create_task", json!({"title": "not mine to make"}))
+        .await;
     assert!(created.is_error);
-    assert_eq!(created.body["error"]["code"], "forbidden", "{}", created.body);
+    assert_eq!(
+        created.body["error"]["code"], "forbidden",
+        "{}",
+        created.body
+    );
     assert!(
         created.body["error"]["message"]
             .as_str()
@@ -91,7 +101,8 @@ async fn a_profile_lists_and_allows_only_its_tools() {
         created.body
     );
     // What the worker may do works.
-    w.call("post_message", json!({"body": "from a worker"})).await;
+    w.call("post_message", json!({"body": "from a worker"}))
+        .await;
     let lead = s
         .token_with(Grant {
             agent: "boss".into(),
@@ -113,7 +124,14 @@ async fn the_cli_mints_profiles() {
     let env = s.cli_env();
     let (code, out, err) = run_cli(
         &[
-            "admin", "add-token", "--agent", "wally", "--room", "lobby", "--profile", "worker",
+            "admin",
+            "add-token",
+            "--agent",
+            "wally",
+            "--room",
+            "lobby",
+            "--profile",
+            "worker",
             "--json",
         ],
         &env,
@@ -130,7 +148,15 @@ async fn the_cli_mints_profiles() {
     assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 10);
     let (code, out, err) = run_cli(
         &[
-            "admin", "connect", "--agent", "appy", "--room", "lobby", "--profile", "app", "--json",
+            "admin",
+            "connect",
+            "--agent",
+            "appy",
+            "--room",
+            "lobby",
+            "--profile",
+            "app",
+            "--json",
         ],
         &env,
     )
@@ -139,7 +165,16 @@ async fn the_cli_mints_profiles() {
     let v: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["profile"], "app");
     let (code, _, err) = run_cli(
-        &["admin", "add-token", "--agent", "x", "--room", "lobby", "--profile", "root"],
+        &[
+            "admin",
+            "add-token",
+            "--agent",
+            "x",
+            "--room",
+            "lobby",
+            "--profile",
+            "root",
+        ],
         &env,
     )
     .await;
@@ -161,7 +196,10 @@ async fn show_board_tells_the_model_little() {
             )
             .await;
         alice
-            .call("post_message", json!({"body": format!("message {i}: {}", "y".repeat(300))}))
+            .call(
+                "post_message",
+                json!({"body": format!("message {i}: {}", "y".repeat(300))}),
+            )
             .await;
     }
     let (status, v) = alice
@@ -178,5 +216,11 @@ async fn show_board_tells_the_model_little() {
     assert!(text.chars().count() <= 4000, "{text}");
     assert!(text.contains("pending 30"), "{text}");
     assert!(text.contains("claimable"), "{text}");
-    assert_eq!(v["result"]["structuredContent"]["board"]["pending"].as_array().unwrap().len(), 30);
+    assert_eq!(
+        v["result"]["structuredContent"]["board"]["pending"]
+            .as_array()
+            .unwrap()
+            .len(),
+        30
+    );
 }

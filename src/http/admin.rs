@@ -482,7 +482,10 @@ struct MintBody {
 
 /// The tool profile a mint asked for; `full` when it named none.
 fn profile_of(p: Option<&str>) -> Result<crate::domain::profile::Profile> {
-    p.map_or(Ok(crate::domain::profile::Profile::Full), crate::domain::profile::Profile::parse)
+    p.map_or(
+        Ok(crate::domain::profile::Profile::Full),
+        crate::domain::profile::Profile::parse,
+    )
 }
 
 /// Mints a token and answers it once, with the setup text for both sides.

@@ -63,7 +63,11 @@ pub fn accepted(requested: &SubscriptionFilter) -> SubscriptionFilter {
 }
 
 /// Runs one listen stream for `caller` until it ends.
-pub async fn run(state: &AppState, caller: Caller, context: SubscriptionContext) -> Result<(), ErrorData> {
+pub async fn run(
+    state: &AppState,
+    caller: Caller,
+    context: SubscriptionContext,
+) -> Result<(), ErrorData> {
     let rooms: HashSet<String> = context
         .accepted()
         .resource_subscriptions

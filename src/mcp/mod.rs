@@ -21,11 +21,11 @@ use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     ExtensionCapabilities, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
     GetSkillResult, Implementation, JsonObject, ListPromptsResult, ListSkillsResult,
-    PaginatedRequestParams,
-    SKILLS_EXTENSION_ID, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    PaginatedRequestParams, SKILLS_EXTENSION_ID, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
 };
-use rmcp::service::SubscriptionContext;
 use rmcp::service::RequestContext;
+use rmcp::service::SubscriptionContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -123,8 +123,8 @@ impl ServerHandler for Chatroom {
         // Resources: the board app of `show_board` (MCP Apps, `app`), each
         // room's board (`listen`) and the coordination skill (`skill`).
         ServerConfig::new(capabilities())
-        .with_server_info(Implementation::new("chatroom", env!("CARGO_PKG_VERSION")))
-        .with_instructions(INSTRUCTIONS)
+            .with_server_info(Implementation::new("chatroom", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
     }
 
     /// The tools of the caller's profile.
@@ -215,7 +215,12 @@ impl ServerHandler for Chatroom {
         let caller = caller_of(&context)?;
         let mut resources = app::list().resources;
         resources.push(skill::resource());
-        resources.extend(self.readable_rooms(&caller).await.iter().map(|r| app::board_resource(r)));
+        resources.extend(
+            self.readable_rooms(&caller)
+                .await
+                .iter()
+                .map(|r| app::board_resource(r)),
+        );
         Ok(rmcp::model::ListResourcesResult::with_all_items(resources)
             .with_ttl_ms(LIST_TTL_MS)
             .with_cache_scope(CacheScope::Private))

@@ -81,12 +81,23 @@ fn lines(title: &str, tasks: &[Task]) -> String {
 }
 
 /// The open tasks the caller holds, and those waiting for its review.
-async fn mine(core: &Core, call: &Call, room: Option<&str>) -> Result<(Vec<Task>, Vec<Task>), Error> {
+async fn mine(
+    core: &Core,
+    call: &Call,
+    room: Option<&str>,
+) -> Result<(Vec<Task>, Vec<Task>), Error> {
     let (_, held) = core
         .list_tasks(call, room, Some("open"), Some("me"), Some(50), None)
         .await?;
     let (_, in_review) = core
-        .list_tasks(call, room, Some(Status::InReview.as_str()), None, Some(50), None)
+        .list_tasks(
+            call,
+            room,
+            Some(Status::InReview.as_str()),
+            None,
+            Some(50),
+            None,
+        )
         .await?;
     let held = held
         .into_iter()
@@ -196,7 +207,10 @@ pub async fn get(
                         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
                 })
                 .ok_or_else(|| {
-                    ErrorData::invalid_params("handoff needs task_id, the id of a task you hold", None)
+                    ErrorData::invalid_params(
+                        "handoff needs task_id, the id of a task you hold",
+                        None,
+                    )
                 })?;
             let (task, notes) = core.get_task(&call, room, id).await.map_err(refused)?;
             let last: Vec<String> = notes
@@ -218,7 +232,11 @@ pub async fn get(
                     task_line(&task),
                     plain(&task.title),
                     plain(&task.body),
-                    if last.is_empty() { "  (none)".to_owned() } else { last.join("\n") },
+                    if last.is_empty() {
+                        "  (none)".to_owned()
+                    } else {
+                        last.join("\n")
+                    },
                     task.id,
                     task.id,
                 ),

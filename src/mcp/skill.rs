@@ -11,8 +11,8 @@ use std::sync::LazyLock;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    GetSkillResult, ListSkillsResult, ReadResourceResult, Resource,
-    ResourceContents, Skill, SkillFrontmatter, SkillResource, SkillResources,
+    GetSkillResult, ListSkillsResult, ReadResourceResult, Resource, ResourceContents, Skill,
+    SkillFrontmatter, SkillResource, SkillResources,
 };
 
 /// The skill's `SKILL.md`.
@@ -41,10 +41,7 @@ fn skill() -> Skill {
     Skill::new(
         SKILL_URI,
         SkillFrontmatter::new(NAME, description()),
-        SkillResources::Files(vec![SkillResource::from_bytes(
-            SKILL_URI,
-            TEXT.as_bytes(),
-        )]),
+        SkillResources::Files(vec![SkillResource::from_bytes(SKILL_URI, TEXT.as_bytes())]),
     )
 }
 
@@ -89,7 +86,11 @@ mod tests {
     #[test]
     fn the_text_is_the_plugins_but_for_its_name() {
         let plugin = crate::cli::COORDINATION_SKILL;
-        assert!(TEXT.starts_with("---\nname: coordination\n"), "{}", &TEXT[..40]);
+        assert!(
+            TEXT.starts_with("---\nname: coordination\n"),
+            "{}",
+            &TEXT[..40]
+        );
         assert_eq!(
             TEXT.replacen("name: coordination", "name: chatroom", 1),
             plugin

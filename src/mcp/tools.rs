@@ -528,7 +528,7 @@ impl Chatroom {
         let (_, events, _) = core
             .read_events(call, room, none(since, BOARD_ACTIVITY))
             .await?;
-        let text = present::board_summary(&name, &columns, latest_message, &call);
+        let text = present::board_summary(&name, &columns, latest_message, call);
         let reply = Reply::new(
             call,
             &name,

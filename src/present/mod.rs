@@ -237,9 +237,7 @@ pub fn board_summary(
             let can = board::allowed(caller, t);
             let why = if can.contains(&Can::Review) {
                 "review it"
-            } else if t.assignee.as_deref() == Some(caller.agent.as_str())
-                && !t.status.is_final()
-            {
+            } else if t.assignee.as_deref() == Some(caller.agent.as_str()) && !t.status.is_final() {
                 "yours"
             } else if can.contains(&Can::Claim) && t.assignee.is_none() {
                 "claimable"
@@ -260,7 +258,9 @@ pub fn board_summary(
         ));
         let tail = "… more: call list_tasks\n";
         for (i, line) in needs.iter().enumerate() {
-            if out.chars().count() + line.chars().count() + 1 + tail.chars().count() > BOARD_SUMMARY_MAX {
+            if out.chars().count() + line.chars().count() + 1 + tail.chars().count()
+                > BOARD_SUMMARY_MAX
+            {
                 out.push_str(&format!("… {} more: call list_tasks\n", needs.len() - i));
                 break;
             }
