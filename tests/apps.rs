@@ -20,7 +20,8 @@ async fn rpc(c: &McpClient, method: &str, params: Value) -> Value {
     v
 }
 
-/// `initialize` advertises resources beside tools.
+/// `initialize` advertises resources beside tools, prompts, and the
+/// `io.modelcontextprotocol/ui` and skills extensions.
 #[tokio::test]
 async fn resources_capability_is_advertised() {
     let s = TestServer::start().await;
@@ -34,6 +35,19 @@ async fn resources_capability_is_advertised() {
     let caps = &v["result"]["capabilities"];
     assert!(caps["resources"].is_object(), "{v}");
     assert!(caps["tools"].is_object(), "{v}");
+    // MCP Apps and skills, declared to a client that declared nothing
+    // (hosts probe with empty capabilities first); prompts; and what
+    // subscriptions/listen delivers.
+    let ext = &caps["extensions"];
+    assert_eq!(
+        ext["io.modelcontextprotocol/ui"]["mimeTypes"],
+        json!(["text/html;profile=mcp-app"]),
+        "{v}"
+    );
+    assert!(ext["io.modelcontextprotocol/skills"].is_object(), "{v}");
+    assert!(caps["prompts"].is_object(), "{v}");
+    assert_eq!(caps["resources"]["subscribe"], true, "{v}");
+    assert_eq!(caps["tools"]["listChanged"], true, "{v}");
 }
 
 /// `resources/list` names the board app with its mime type and a CSP that
@@ -45,8 +59,11 @@ async fn the_board_resource_is_listed_and_read() {
     let c = s.agent("alice", "lobby").await;
     let v = rpc(&c, "resources/list", json!({})).await;
     let list = v["result"]["resources"].as_array().expect("resources");
-    assert_eq!(list.len(), 1, "{v}");
+    // The app, the coordination skill, and the board of the one room.
+    assert_eq!(list.len(), 3, "{v}");
     assert_eq!(list[0]["uri"], URI);
+    assert_eq!(list[1]["uri"], "skill://chatroom/coordination/SKILL.md");
+    assert_eq!(list[2]["uri"], "chatroom://room/lobby/board");
     assert_eq!(list[0]["mimeType"], MIME);
     let no_domains = json!({"connectDomains": [], "resourceDomains": [], "frameDomains": [], "baseUriDomains": []});
     assert_eq!(list[0]["_meta"]["ui"]["csp"], no_domains);
@@ -152,7 +169,13 @@ async fn show_board_points_at_the_app() {
         "{board}"
     );
     for t in tools.iter().filter(|t| t["name"] != "show_board") {
-        assert!(t.get("_meta").is_none(), "{} has _meta", t["name"]);
+        let name = t["name"].as_str().unwrap();
+        if name.starts_with("board_") {
+            // The app's buttons: hidden from the model, opening nothing.
+            assert_eq!(t["_meta"]["ui"], json!({"visibility": ["app"]}), "{t}");
+        } else {
+            assert!(t.get("_meta").is_none(), "{name} has _meta");
+        }
     }
 }
 

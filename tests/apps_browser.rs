@@ -137,10 +137,41 @@ async fn board_app_in_a_real_browser() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("RESULT {\"ok\":true}"),
-        "{stdout}\n{stderr}"
+    let result: Value = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or_else(|| panic!("no RESULT line:\n{stdout}\n{stderr}"));
+    assert_eq!(result["ok"], true, "{stdout}\n{stderr}");
+    println!(
+        "model told: {}; panel in a fixed frame: {}",
+        result["told"], result["panel_fixed_frame"]
     );
+
+    // The person's clicks went through the app-only tools: their audit
+    // rows name them (via the app), not the model's tools.
+    let audit = s.store.dump_table("audit", 0, 10_000).await.unwrap();
+    let tools_of = |agent: &str| -> Vec<String> {
+        audit
+            .iter()
+            .filter(|r| r["agent"] == agent)
+            .filter_map(|r| r["tool"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let bob_tools = tools_of("bob");
+    for t in ["board_claim", "board_note", "board_release", "board_post"] {
+        assert!(
+            bob_tools.iter().any(|x| x == t),
+            "{t} not audited: {bob_tools:?}"
+        );
+    }
+    for t in ["claim_task", "add_note", "release_task", "post_message"] {
+        assert!(
+            !bob_tools.iter().any(|x| x == t),
+            "a click audited as {t}: {bob_tools:?}"
+        );
+    }
+    assert!(tools_of("alice").iter().any(|x| x == "board_review"));
 
     // What the app did is on the server, under the caller's own name.
     let task = |v: Value| v["task"].clone();
@@ -198,6 +229,7 @@ async fn board_app_in_a_real_browser() {
         "app-390",
         "app-390-chat",
         "app-lead-1280",
+        "app-lead-fixed-frame",
         "app-readonly-390",
     ] {
         let bytes = std::fs::metadata(shots.join(format!("{shot}.png")))

@@ -1,8 +1,10 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`)
 //! against the server: `server-initialize`, `ping`, `tools-list`,
 //! `dns-rebinding-protection`, `http-header-validation`, `server-stateless`,
-//! and, for the board app's resource, `resources-list` and
-//! `sep-2164-resource-not-found`, with `tests/conformance-baseline.yml` excusing only
+//! (its subscription checks included: the acknowledgment, the subscription
+//! id, the filter), for the board app's resource `resources-list` and
+//! `sep-2164-resource-not-found`, the cache hints (`caching`) and the
+//! coordination skill (`sep-2640-skills-*`), with `tests/conformance-baseline.yml` excusing only
 //! the checks that call the suite's own demo tools.
 //!
 //! The suite cannot send a bearer token, so it talks to a tiny reverse proxy
@@ -39,6 +41,11 @@ const SCENARIOS: &[&str] = &[
     "server-stateless",
     "resources-list",
     "sep-2164-resource-not-found",
+    "caching",
+    "sep-2640-skills-enumeration",
+    "sep-2640-skills-manifest",
+    // Not `sep-2640-skills-directory`: the skill is one file and the server
+    // does not declare `directoryRead`, so every check of it is skipped.
 ];
 
 /// A required path from the environment `.ci/run` sets up; fails loudly

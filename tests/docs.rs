@@ -428,6 +428,7 @@ async fn call_every_tool(s: &TestServer) -> Seen {
             all_rooms: true,
             lead: true,
             skills: vec![],
+            profile: Default::default(),
         })
         .await;
     let c = s.mcp(&token);
@@ -518,6 +519,45 @@ async fn call_every_tool(s: &TestServer) -> Seen {
         let v = c.call(tool, args).await;
         seen.record(tool, &v);
     }
+    // The board app's own tools (what a person's clicks call).
+    let v = c
+        .call(
+            "create_task",
+            json!({"title": "three", "needs_review": true}),
+        )
+        .await;
+    let three = v["created"]["id"].as_i64().unwrap();
+    for (tool, args) in [
+        ("board_refresh", json!({"room": "docs"})),
+        ("board_task", json!({"task_id": three, "room": "docs"})),
+        ("board_claim", json!({"task_id": three, "room": "docs"})),
+        (
+            "board_note",
+            json!({"task_id": three, "body": "from the app", "room": "docs"}),
+        ),
+        ("board_release", json!({"task_id": three, "room": "docs"})),
+        (
+            "board_post",
+            json!({"body": "from the app", "room": "docs"}),
+        ),
+    ] {
+        let v = c.call(tool, args).await;
+        seen.record(tool, &v);
+    }
+    c.call("claim_task", json!({"task_id": three, "room": "docs"}))
+        .await;
+    c.call(
+        "submit_result",
+        json!({"task_id": three, "result": "r", "room": "docs"}),
+    )
+    .await;
+    let v = c
+        .call(
+            "board_review",
+            json!({"task_id": three, "approve": true, "room": "docs"}),
+        )
+        .await;
+    seen.record("board_review", &v);
     // A cursor beyond the room's history (a database restored from an
     // older backup): whats_new sets it back and says so.
     s.exec_sql(
@@ -666,6 +706,62 @@ update's `current`, the hint of a wait that saw a change, …).\n\n",
             None => md.push_str("Result keys: not exercised by the reference run.\n"),
         }
     }
+    md.push_str(&beyond_tools(tools));
+    md
+}
+
+/// The reference's second part: the tool profiles (each profile's tools,
+/// from the server's own table), the prompts, the skill and the resources.
+fn beyond_tools(tools: &[Value]) -> String {
+    use chatroom::domain::profile::Profile;
+    let mut md = String::from(
+        "\n# Tool profiles\n\n\
+A token (and a connect code, and so the OAuth grant it approves) has a tool\n\
+profile: `chatroom admin add-token --profile NAME` (also `connect`, and\n\
+`profile` in the console's mint). The token sees only its profile's tools in\n\
+`tools/list`, and a call to any other is refused (`forbidden`). `full` is the\n\
+default. BENCHMARKS.md gives each list's size.\n\n\
+| profile | tools |\n|---|---|\n",
+    );
+    for p in Profile::ALL {
+        let names: Vec<String> = tools
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .filter(|n| p.allows(n))
+            .map(|n| format!("`{n}`"))
+            .collect();
+        let list = if p == Profile::Full {
+            format!("all {}", names.len())
+        } else {
+            format!("{} ({})", names.join(", "), names.len())
+        };
+        md.push_str(&format!("| `{}` | {list} |\n", p.as_str()));
+    }
+    md.push_str(
+        "\nThe `board_*` tools are the board app's own (`_meta.ui.visibility: [\"app\"]`):\n\
+hosts hide them from the model, the app's buttons call them, and their audit\n\
+rows name them, so a person's click (via the app) is told apart from a\n\
+model's call.\n\n\
+# Prompts\n\n\
+| prompt | arguments | what it gives |\n|---|---|---|\n\
+| `join` | `room?` | who you are, the room and its onboarding notes, the tasks you hold, those waiting for your review and the pending ones you may claim |\n\
+| `standup` | `room?` | what changed since your last look (your cursor does not move), what you hold, what waits for review |\n\
+| `handoff` | `task_id`, `room?` | the task and its latest notes, and the two steps: a note another agent can take over from, then `release_task` |\n\n\
+# Skill\n\n\
+The skills extension (`io.modelcontextprotocol/skills`) serves the\n\
+coordination protocol as `skill://chatroom/coordination/SKILL.md`\n\
+(`skills/list`, `skills/get`, `resources/read`): the text of the Claude Code\n\
+plugin's skill (`plugin/skills/chatroom/SKILL.md`, compiled in), its\n\
+frontmatter `name` being `coordination` as the URI says.\n\n\
+# Resources\n\n\
+| resource | what |\n|---|---|\n\
+| `ui://chatroom/board` | the board app (`text/html;profile=mcp-app`), opened by `show_board` |\n\
+| `skill://chatroom/coordination/SKILL.md` | the coordination skill (`text/markdown`) |\n\
+| `chatroom://room/<name>/board` | one per room the token may read: its open tasks as JSON, each with `can`; `subscriptions/listen` with `resourceSubscriptions` sends `notifications/resources/updated` when they change |\n\n\
+Lists (`tools/list`, `prompts/list`, `resources/list`, `skills/list`) and the\n\
+app's document carry `ttlMs: 3600000` and `cacheScope: \"private\"`; a board\n\
+resource `ttlMs: 0`.\n",
+    );
     md
 }
 

@@ -85,12 +85,10 @@ async fn every_documented_operation_is_a_route() {
         .token_with(Grant {
             agent: "root".into(),
             room: "lobby".into(),
-            also_rooms: vec![],
-            readonly: false,
             admin: true,
             all_rooms: true,
             lead: true,
-            skills: vec![],
+            ..Grant::default()
         })
         .await;
     let http = reqwest::Client::new();

@@ -191,3 +191,105 @@ async fn python_sdk_drives_the_channel_legacy() {
 async fn python_sdk_drives_the_channel_auto() {
     channel_over_stdio("auto").await;
 }
+
+/// On 2026-07-28 the SDK sees it all: the tool list kept an hour and
+/// private, the app-only tools marked, the prompts, the skill (the plugin's
+/// text), the board resource and its listen stream (the acknowledgment,
+/// then an update when the board changes), show_board's short summary, and
+/// a worker token's short list with a call outside it refused.
+#[tokio::test]
+async fn python_sdk_speaks_2026_07_28_in_full() {
+    use chatroom::domain::profile::Profile;
+    let s = TestServer::start().await;
+    let full = s.agent("alice", "lobby").await;
+    let worker = s
+        .token_with(common::Grant {
+            agent: "wally".into(),
+            room: "lobby".into(),
+            profile: Profile::Worker,
+            ..common::Grant::default()
+        })
+        .await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_2026.py");
+    let out = tokio::process::Command::new(python())
+        .arg(script)
+        .arg(format!("{}/mcp", s.url))
+        .arg(&full.token)
+        .arg(&worker)
+        .output()
+        .await
+        .expect("run python");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "python SDK client failed:\n{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["tools_ttl_ms"], 3_600_000, "{v}");
+    assert_eq!(v["tools_cache_scope"], "private", "{v}");
+    assert!(
+        v["app_only"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "board_claim"),
+        "{v}"
+    );
+    assert_eq!(
+        v["prompts"],
+        serde_json::json!(["handoff", "join", "standup"])
+    );
+    assert!(
+        v["join"].as_str().unwrap().contains("You are @alice"),
+        "{v}"
+    );
+    assert!(v["join"].as_str().unwrap().contains("hand me off"), "{v}");
+    assert!(
+        v["handoff"].as_str().unwrap().contains("release_task"),
+        "{v}"
+    );
+    assert!(
+        v["standup"].as_str().unwrap().contains("What you hold"),
+        "{v}"
+    );
+    let resources = v["resources"].as_array().unwrap();
+    for uri in [
+        "ui://chatroom/board",
+        "skill://chatroom/coordination/SKILL.md",
+        "chatroom://room/lobby/board",
+    ] {
+        assert!(resources.iter().any(|r| r == uri), "{uri} missing: {v}");
+    }
+    let plugin = include_str!("../plugin/skills/chatroom/SKILL.md");
+    assert_eq!(
+        v["skill"]
+            .as_str()
+            .unwrap()
+            .replacen("name: coordination", "name: chatroom", 1),
+        plugin,
+        "the skill is the plugin's text"
+    );
+    assert_eq!(v["board_resource"]["count"], 1, "{v}");
+    let text = v["show_board_text"].as_str().unwrap();
+    assert!(
+        text.len() <= 4000 && text.contains("Board of room lobby"),
+        "{text}"
+    );
+    assert!(
+        !text.starts_with('{'),
+        "the model gets a summary, not the board: {text}"
+    );
+    assert_eq!(v["show_board_has_board"], true);
+    assert_eq!(
+        v["honored"],
+        serde_json::json!(["chatroom://room/lobby/board"])
+    );
+    assert_eq!(v["updated"], "chatroom://room/lobby/board", "{v}");
+    assert_eq!(v["worker_tools"].as_array().unwrap().len(), 10, "{v}");
+    assert!(
+        !v["worker_tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "review_task")
+    );
+    assert_eq!(v["worker_refused_is_error"], true);
+    assert_eq!(v["worker_refused"]["error"]["code"], "forbidden", "{v}");
+}

@@ -34,7 +34,8 @@ async fn rust_sdk_round_trip() {
     let info = client.peer_info().expect("server info");
     assert_eq!(info.server_info.as_ref().unwrap().name, "chatroom");
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 29);
+    // 29 for the model and the board app's 7 (`board_*`).
+    assert_eq!(tools.len(), 36);
     let me = call(&client, "whoami", json!({})).await;
     assert_eq!(me["agent"], "alice");
     call(&client, "post_message", json!({"body": "from rust"})).await;

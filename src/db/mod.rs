@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use crate::domain::limits;
 use crate::domain::model::*;
+use crate::domain::profile::Profile;
 use crate::domain::store::Store;
 use crate::error::Result;
 
@@ -119,6 +120,7 @@ pub const TABLES: &[Table] = {
                 ("created_ts", Int),
                 ("revoked_ts", Int),
                 ("last_used_ts", Int),
+                ("profile", Text),
             ],
         },
         Table {
@@ -295,6 +297,7 @@ pub const TABLES: &[Table] = {
                 ("all_rooms", Bool),
                 ("lead", Bool),
                 ("skills", List),
+                ("profile", Text),
                 ("created_ts", Int),
                 ("expires_ts", Int),
                 ("used_ts", Int),
@@ -315,6 +318,7 @@ pub const TABLES: &[Table] = {
                 ("all_rooms", Bool),
                 ("lead", Bool),
                 ("skills", List),
+                ("profile", Text),
                 ("created_ts", Int),
                 ("revoked_ts", Int),
                 ("refresh_hash", Text),

@@ -244,6 +244,7 @@ fn token_from_row(r: &PgRow) -> TokenRecord {
             all_rooms: r.get("all_rooms"),
             lead: r.get("lead"),
             skills: r.get("skills"),
+            profile: Profile::stored(r.get::<Option<&str>, _>("profile")),
         },
         created_ts: r.get("created_ts"),
         revoked_ts: r.get("revoked_ts"),
@@ -691,8 +692,8 @@ impl Store for PostgresStore {
 
     async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
         Ok(sqlx::query_scalar(
-            "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+            "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
         )
         .bind(&t.hash)
         .bind(&t.grant.agent)
@@ -704,6 +705,7 @@ impl Store for PostgresStore {
         .bind(t.grant.lead)
         .bind(&t.grant.skills)
         .bind(now)
+        .bind(t.grant.profile.as_str())
         .fetch_one(&self.pool)
         .await
         .map_err(text_error)?)

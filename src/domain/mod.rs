@@ -16,6 +16,7 @@ pub mod model;
 pub mod names;
 pub mod oauth;
 pub mod presence;
+pub mod profile;
 pub mod push;
 pub mod rooms;
 pub mod store;

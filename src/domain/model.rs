@@ -690,6 +690,11 @@ pub struct Grant {
     #[arg(long = "skill")]
     #[serde(default)]
     pub skills: Vec<String>,
+    /// Which tools the agent sees and may call: full (every tool), worker,
+    /// lead, observer (the read tools) or app (the board app).
+    #[arg(long, default_value = "full")]
+    #[serde(default)]
+    pub profile: crate::domain::profile::Profile,
 }
 
 impl Grant {

@@ -24,6 +24,9 @@ use crate::assets::{self, MARKED_JS, PURIFY_JS, THEME_CSS};
 /// The app's resource URI, named by `show_board`'s `_meta.ui.resourceUri`.
 pub const BOARD_URI: &str = "ui://chatroom/board";
 
+/// The MCP Apps extension's id in `capabilities.extensions`.
+pub const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
 /// The MIME type MCP Apps hosts look for.
 pub const MIME_TYPE: &str = "text/html;profile=mcp-app";
 
@@ -56,6 +59,15 @@ pub fn tool_meta() -> MetaObject {
     }))
 }
 
+/// `_meta` of an app-only tool: hidden from the model, called by the
+/// board app's buttons (`_meta.ui.visibility: ["app"]`). No `resourceUri`:
+/// calling one opens nothing (hosts list the tools that have one as apps).
+pub fn app_only_meta() -> MetaObject {
+    meta(json!({
+        "ui": { "visibility": ["app"] },
+    }))
+}
+
 fn meta(v: Value) -> MetaObject {
     match v {
         Value::Object(map) => MetaObject(map),
@@ -72,6 +84,15 @@ fn resource() -> Resource {
         .with_mime_type(MIME_TYPE);
     r.meta = Some(resource_meta());
     r
+}
+
+/// A room's board as a resource (`chatroom://room/<name>/board`): read it
+/// for the open tasks as JSON, listen to it for `resources/updated`.
+pub fn board_resource(room: &str) -> Resource {
+    Resource::new(super::listen::board_uri(room), format!("{room}-board"))
+        .with_title(format!("board of room {room}"))
+        .with_description("The room's open tasks as JSON; subscriptions/listen sends notifications/resources/updated when they change.")
+        .with_mime_type("application/json")
 }
 
 /// `resources/list`: the board app.

@@ -6,7 +6,10 @@
 
 pub mod app;
 mod args;
+pub mod listen;
+mod prompts;
 mod reply;
+pub mod skill;
 mod tools;
 
 use std::borrow::Cow;
@@ -17,10 +20,14 @@ use tracing::Instrument;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ServerCapabilities, ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    ExtensionCapabilities, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
+    GetSkillResult, Implementation, JsonObject, ListPromptsResult, ListSkillsResult,
+    PaginatedRequestParams, SKILLS_EXTENSION_ID, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
 };
 use rmcp::service::RequestContext;
+use rmcp::service::SubscriptionContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -73,6 +80,43 @@ pub fn service(state: AppState) -> StreamableHttpService<Chatroom, NeverSessionM
     )
 }
 
+/// How long a client may keep the tool and prompt lists, the resource list
+/// and the app's document: they change only with the server (or, for the
+/// tool list, the token's profile, which a token keeps for life).
+pub const LIST_TTL_MS: u64 = 60 * 60 * 1000;
+
+/// The capabilities, the same on `initialize` and `server/discover`, for
+/// every caller (a host that probes with empty capabilities first is never
+/// told less).
+fn capabilities() -> ServerCapabilities {
+    let mut extensions = ExtensionCapabilities::new();
+    let mut ui = JsonObject::new();
+    ui.insert("mimeTypes".into(), serde_json::json!([app::MIME_TYPE]));
+    extensions.insert(app::UI_EXTENSION.into(), ui);
+    // No `directoryRead`: the skill is one file, a folder listing would
+    // add nothing.
+    extensions.insert(SKILLS_EXTENSION_ID.into(), JsonObject::new());
+    ServerCapabilities::builder()
+        .enable_extensions_with(extensions)
+        .enable_prompts()
+        .enable_resources()
+        .enable_resources_subscribe()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .build()
+}
+
+/// The caller the auth layer put into the request.
+fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| Caller::of(&p.extensions))
+        .cloned()
+        // The auth layer guarantees a caller; reaching here is a wiring bug.
+        .ok_or_else(|| ErrorData::internal_error("no authenticated caller", None))
+}
+
 /// The prefix rmcp puts on a failed `Parameters<T>` deserialization. rmcp
 /// offers no typed error for it (it matches this same prefix itself, in
 /// `router/tool.rs`, to turn the error into a tool result), so the match
@@ -82,47 +126,132 @@ const DESERIALIZE_PREFIX: &str = "failed to deserialize parameters:";
 
 impl ServerHandler for Chatroom {
     fn get_info(&self) -> ServerConfig {
-        // Resources: the board app of `show_board` (MCP Apps, `app`).
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_resources()
-                .build(),
-        )
-        .with_server_info(Implementation::new("chatroom", env!("CARGO_PKG_VERSION")))
-        .with_instructions(INSTRUCTIONS)
+        // Resources: the board app of `show_board` (MCP Apps, `app`), each
+        // room's board (`listen`) and the coordination skill (`skill`).
+        ServerConfig::new(capabilities())
+            .with_server_info(Implementation::new("chatroom", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
     }
 
+    /// The tools of the caller's profile.
     async fn list_tools(
         &self,
-        _request: Option<rmcp::model::PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListToolsResult, ErrorData> {
-        Ok(rmcp::model::ListToolsResult::with_all_items(
-            self.router.list_all(),
-        ))
+        let profile = caller_of(&context)?.profile;
+        let mut tools = self.router.list_all();
+        tools.retain(|t| profile.allows(&t.name));
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(rmcp::model::ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(prompts::list()
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let caller = caller_of(&context)?;
+        prompts::get(
+            &self.state.core,
+            caller,
+            &request.name,
+            request.arguments.as_ref(),
+        )
+        .await
+        .map(Into::into)
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        Ok(skill::list()
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        Ok(skill::get(&request.uri)?
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(listen::accepted(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let caller = caller_of(context.request_context())?;
+        listen::run(&self.state, caller, context).await
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
         self.router.get(name).cloned()
     }
 
-    /// The board app's one resource. Static: it holds no room data, so any
-    /// authenticated caller may read it (the auth layer answered the rest).
+    /// The board app (static: it holds no room data, so any authenticated
+    /// caller may read it), the coordination skill, and the board of each
+    /// room the caller may read.
     async fn list_resources(
         &self,
-        _request: Option<rmcp::model::PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
-        Ok(app::list())
+        let caller = caller_of(&context)?;
+        let mut resources = app::list().resources;
+        resources.push(skill::resource());
+        resources.extend(
+            self.readable_rooms(&caller)
+                .await
+                .iter()
+                .map(|r| app::board_resource(r)),
+        );
+        Ok(rmcp::model::ListResourcesResult::with_all_items(resources)
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private))
     }
 
     async fn read_resource(
         &self,
         request: rmcp::model::ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        app::read(&request.uri).map(Into::into)
+        let uri = request.uri.as_str();
+        if let Some(read) = skill::read(uri) {
+            return Ok(read
+                .with_ttl_ms(LIST_TTL_MS)
+                .with_cache_scope(CacheScope::Private)
+                .into());
+        }
+        if let Some(room) = listen::board_room(uri) {
+            let caller = caller_of(&context)?;
+            return self.read_board(caller, room, uri).await.map(Into::into);
+        }
+        Ok(app::read(uri)?
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private)
+            .into())
     }
 
     /// Every tool call passes here: the rate limit, the call context the
@@ -133,15 +262,7 @@ impl ServerHandler for Chatroom {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(caller) = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| Caller::of(&p.extensions))
-            .cloned()
-        else {
-            // The auth layer guarantees a caller; reaching here is a wiring bug.
-            return Err(ErrorData::internal_error("no authenticated caller", None));
-        };
+        let caller = caller_of(&context)?;
         // The name as the `#[tool]` attribute spelled it, for the audit row.
         let Some(tool) = self.static_name(&request.name) else {
             return Err(ErrorData::invalid_params(
@@ -170,6 +291,58 @@ impl ServerHandler for Chatroom {
 }
 
 impl Chatroom {
+    /// The rooms `caller` may read (every room for an all-rooms token).
+    async fn readable_rooms(&self, caller: &Caller) -> Vec<String> {
+        if !caller.all_rooms {
+            return caller.rooms();
+        }
+        let core = &self.state.core;
+        core.store
+            .list_rooms(core.clock.now_ms())
+            .await
+            .map(|rs| rs.into_iter().map(|r| r.room.name).collect())
+            .unwrap_or_else(|_| caller.rooms())
+    }
+
+    /// `resources/read` of a room's board: the open tasks as JSON, as
+    /// `list_tasks` shows them. A room the token may not read is not found,
+    /// whether it exists or not.
+    async fn read_board(
+        &self,
+        caller: Caller,
+        room: &str,
+        uri: &str,
+    ) -> Result<rmcp::model::ReadResourceResult, ErrorData> {
+        let call = Call::new(caller, "resources/read");
+        let not_found = || {
+            ErrorData::resource_not_found(
+                format!("no resource {uri:?} for this token"),
+                Some(serde_json::json!({ "uri": uri })),
+            )
+        };
+        if !call.granted(room) {
+            return Err(not_found());
+        }
+        let (name, tasks) = self
+            .state
+            .core
+            .list_tasks(&call, Some(room), Some("open"), None, Some(200), None)
+            .await
+            .map_err(|_| not_found())?;
+        let body = serde_json::json!({
+            "room": name,
+            "count": tasks.len(),
+            "tasks": crate::present::tasks(&tasks, &call),
+            "untrusted_content_warning": UNTRUSTED_WARNING,
+        });
+        Ok(rmcp::model::ReadResourceResult::new(vec![
+            rmcp::model::ResourceContents::text(body.to_string(), uri)
+                .with_mime_type("application/json"),
+        ])
+        .with_ttl_ms(0)
+        .with_cache_scope(CacheScope::Private))
+    }
+
     /// The `&'static str` the router holds for `name`, if it is a tool.
     fn static_name(&self, name: &str) -> Option<&'static str> {
         match self.router.map.get_key_value(name)?.0 {
@@ -202,6 +375,13 @@ impl Chatroom {
             room,
             task_id,
             async move || {
+                // A tool outside the token's profile is not listed, and
+                // refused here: the same tool error as any other refusal.
+                if !for_tools.profile.allows(tool) {
+                    return Ok(CallToolResponse::Complete(reply::error(
+                        &for_tools.profile.refusal(tool),
+                    )));
+                }
                 context.extensions.insert(for_tools);
                 let tcc = ToolCallContext::new(self, request, context);
                 Ok(match self.router.call(tcc).await? {

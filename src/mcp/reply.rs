@@ -23,6 +23,22 @@ impl IntoCallToolResult for Reply {
     }
 }
 
+/// A reply whose text for the model is a short summary, while the whole
+/// answer travels as structured content (`show_board`: the app renders
+/// the board, the model reads a few lines).
+pub struct Summarized {
+    pub reply: Reply,
+    pub text: String,
+}
+
+impl IntoCallToolResult for Summarized {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, ErrorData> {
+        let mut result = CallToolResult::success(vec![ContentBlock::text(self.text)]);
+        result.structured_content = Some(self.reply.into_value());
+        Ok(result.into())
+    }
+}
+
 impl IntoCallToolResult for Error {
     fn into_call_tool_result(self) -> Result<CallToolResponse, ErrorData> {
         Ok(error(&self).into())

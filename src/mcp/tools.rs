@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::Chatroom;
 use super::args::*;
+use super::reply::Summarized;
 use crate::auth::streams::Slot;
 use crate::domain::board::{self, Outcome};
 use crate::domain::model::Status;
@@ -419,7 +420,73 @@ impl Chatroom {
         &self,
         Parameters(a): Parameters<RoomOnly>,
         Extension(call): Ctx,
-    ) -> Result<Reply> {
+    ) -> Result<Summarized> {
+        self.board(a, &call).await
+    }
+
+    #[tool(
+        description = "The board app's refresh: the board as show_board gives it.",
+        meta = super::app::app_only_meta()
+    )]
+    async fn board_refresh(
+        &self,
+        Parameters(a): Parameters<RoomOnly>,
+        Extension(call): Ctx,
+    ) -> Result<Summarized> {
+        self.board(a, &call).await
+    }
+
+    #[tool(
+        description = "The board app's task panel: one task with its notes.",
+        meta = super::app::app_only_meta()
+    )]
+    async fn board_task(&self, a: Parameters<TaskId>, call: Ctx) -> Result<Reply> {
+        self.get_task(a, call).await
+    }
+
+    #[tool(
+        description = "The board app's Claim button (a person's click).",
+        meta = super::app::app_only_meta()
+    )]
+    async fn board_claim(&self, a: Parameters<ClaimTask>, call: Ctx) -> Result<Reply> {
+        self.claim_task(a, call).await
+    }
+
+    #[tool(
+        description = "The board app's Release button (a person's click).",
+        meta = super::app::app_only_meta()
+    )]
+    async fn board_release(&self, a: Parameters<ReleaseTask>, call: Ctx) -> Result<Reply> {
+        self.release_task(a, call).await
+    }
+
+    #[tool(
+        description = "The board app's note form (a person's note).",
+        meta = super::app::app_only_meta()
+    )]
+    async fn board_note(&self, a: Parameters<AddNote>, call: Ctx) -> Result<Reply> {
+        self.add_note(a, call).await
+    }
+
+    #[tool(
+        description = "The board app's chat composer (a person's message).",
+        meta = super::app::app_only_meta()
+    )]
+    async fn board_post(&self, a: Parameters<PostMessage>, call: Ctx) -> Result<Reply> {
+        self.post_message(a, call).await
+    }
+
+    #[tool(
+        description = "The board app's Approve and Reject buttons (a person's review).",
+        meta = super::app::app_only_meta()
+    )]
+    async fn board_review(&self, a: Parameters<ReviewTask>, call: Ctx) -> Result<Reply> {
+        self.review_task(a, call).await
+    }
+
+    /// `show_board` and the app's refresh: the whole board as structured
+    /// content for the app, a short summary as the text the model reads.
+    async fn board(&self, a: RoomOnly, call: &Call) -> Result<Summarized> {
         let core = &self.state.core;
         let room = a.room.as_deref();
         let mut columns = Vec::with_capacity(Status::ALL.len());
@@ -427,7 +494,7 @@ impl Chatroom {
         for status in Status::ALL {
             let (r, tasks) = core
                 .list_tasks(
-                    &call,
+                    call,
                     room,
                     Some(status.as_str()),
                     None,
@@ -439,12 +506,12 @@ impl Chatroom {
             columns.push((status, tasks));
         }
         // The newest of the chat and of the history.
-        let (_, _, latest_message) = core.read_messages(&call, room, i64::MAX, Some(1)).await?;
+        let (_, _, latest_message) = core.read_messages(call, room, i64::MAX, Some(1)).await?;
         let since = self
-            .since_for_newest(&call, room, Feed::Chat, BOARD_CHAT, latest_message)
+            .since_for_newest(call, room, Feed::Chat, BOARD_CHAT, latest_message)
             .await?;
         let (_, messages, _) = core
-            .read_messages(&call, room, since, Some(BOARD_CHAT))
+            .read_messages(call, room, since, Some(BOARD_CHAT))
             .await?;
         let none = |since_id, limit| EventFilter {
             since_id,
@@ -452,15 +519,16 @@ impl Chatroom {
             kind: None,
             task_id: None,
         };
-        let (_, _, latest_event) = core.read_events(&call, room, none(i64::MAX, 1)).await?;
+        let (_, _, latest_event) = core.read_events(call, room, none(i64::MAX, 1)).await?;
         let since = self
-            .since_for_newest(&call, room, Feed::Activity, BOARD_ACTIVITY, latest_event)
+            .since_for_newest(call, room, Feed::Activity, BOARD_ACTIVITY, latest_event)
             .await?;
         let (_, events, _) = core
-            .read_events(&call, room, none(since, BOARD_ACTIVITY))
+            .read_events(call, room, none(since, BOARD_ACTIVITY))
             .await?;
-        Ok(Reply::new(
-            &call,
+        let text = present::board_summary(&name, &columns, latest_message, call);
+        let reply = Reply::new(
+            call,
             &name,
             present::board(
                 &columns,
@@ -468,10 +536,15 @@ impl Chatroom {
                 latest_message,
                 &events,
                 latest_event,
-                &call,
+                call,
             ),
         )
-        .untrusted())
+        .with(
+            "you",
+            json!({"agent": call.agent, "room": call.room, "lead": call.lead, "readonly": call.readonly, "admin": call.admin}),
+        )
+        .untrusted();
+        Ok(Summarized { reply, text })
     }
 
     #[tool(

@@ -67,6 +67,7 @@ const HOST_PAGE = `<!doctype html><html><head><meta charset="utf-8"><title>test 
 </head><body><script>${HOST_JS.replace(/<\/script/g, '<\\/script')}</script>
 <script>
 window.__opened = [];
+window.__told = [];
 window.startApp = async function (html, csp, input, result, theme) {
   const { AppBridge, PostMessageTransport } = McpExtAppsHost;
   const frame = document.createElement('iframe');
@@ -74,11 +75,12 @@ window.startApp = async function (html, csp, input, result, theme) {
   frame.setAttribute('title', 'chatroom board');
   document.body.append(frame);
   const bridge = new AppBridge(null, { name: 'test-host', version: '1.0.0' },
-    { serverTools: {}, openLinks: {}, logging: {} },
+    { serverTools: {}, openLinks: {}, logging: {}, updateModelContext: { text: {} } },
     { hostContext: { theme, displayMode: 'inline', availableDisplayModes: ['inline'], platform: 'web', locale: 'en-GB',
       containerDimensions: { width: document.documentElement.clientWidth, maxHeight: 4000 } } });
   bridge.oncalltool = (params) => window.hostCallTool(params);
   bridge.onopenlink = async ({ url }) => { window.__opened.push(url); return {}; };
+  bridge.onupdatemodelcontext = async (p) => { window.__told.push((p.content || []).map((c) => c.text).join(' ')); return {}; };
   bridge.onsizechange = ({ height }) => { if (height) frame.style.height = Math.ceil(height) + 'px'; };
   bridge.oninitialized = async () => {
     await bridge.sendToolInput({ arguments: input });
@@ -245,7 +247,27 @@ try {
     await cardIn(frame, 'pending', 'Tidy the logs').waitFor({ timeout: 15000 });
     await frame.click('#detail-close');
     await inert(page, frame, 'lead');
+    // After each act, the model is told what the person did.
+    out.told = await page.evaluate(() => window.__told);
+    if (!out.told.some((t) => t.includes('approved task #')) || !out.told.some((t) => t.includes('sent task #')))
+      fail('the model was not told of the review: ' + JSON.stringify(out.told));
     await shot(page, 'app-lead-1280');
+    // A host that fixes the frame's height (here 420 px, the document
+    // scrolled inside it): the panel opens inside the visible frame.
+    await page.evaluate(() => { const f = document.querySelector('iframe'); f.style.height = '420px'; window.__bridge.onsizechange = () => {}; });
+    await frame.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+    await frame.locator('#activity, #board .card').last().scrollIntoViewIfNeeded().catch(() => {});
+    const last = frame.locator('#board .card').last();
+    await last.click();
+    await frame.waitForSelector('#detail:not([hidden])');
+    const placed = await frame.evaluate(() => {
+      const r = document.querySelector('#detail .detail-card').getBoundingClientRect();
+      return { top: r.top, height: window.innerHeight };
+    });
+    out.panel_fixed_frame = placed;
+    if (placed.top < 0 || placed.top > placed.height - 40) fail('the panel opened outside the visible frame: ' + JSON.stringify(placed));
+    await page.screenshot({ path: path.join(shots, 'app-lead-fixed-frame.png') });
+    await frame.click('#detail-close');
     await page.close();
   }
 

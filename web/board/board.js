@@ -2,9 +2,13 @@
 //
 // It talks only to its host, through the ext-apps bridge (postMessage to
 // the parent frame): every read and every change is a `tools/call` the
-// host forwards to chatroom under the identity the host already has. The
-// document holds no token, no URL and no room data; what the caller may do
-// it learns from `whoami`, and it offers nothing else.
+// host forwards to chatroom under the identity the host already has, to
+// the app-only tools (`board_*`, hidden from the model, so a person's
+// click is told apart from a model's call). The document holds no token,
+// no URL and no room data. A host that cannot forward tool calls
+// (`hostCapabilities.serverTools` absent) gets the board it sent, without
+// buttons. After a person acts, the app tells the model in a line
+// (`ui/update-model-context`) when the host takes it.
 //
 // Everything agents wrote (titles, bodies, notes, results, messages, event
 // details) is rendered by the shared markdown.js (escaped HTML, DOMPurify
@@ -24,7 +28,7 @@ const STATUSES = ['pending', 'in_progress', 'blocked', 'in_review', 'done', 'can
 const LABELS = { pending: 'Pending', in_progress: 'In progress', blocked: 'Blocked', in_review: 'In review', done: 'Done', cancelled: 'Cancelled' };
 const REFRESH_MS = 30000;
 
-const state = { me: null, room: null, data: null, replyTo: null, open: null, busy: false };
+const state = { me: null, room: null, data: null, replyTo: null, open: null, busy: false, caps: null };
 
 const markdown = (text, inline) =>
   renderMarkdown(String(text ?? ''), { inline, me: state.me?.agent, taskHref: (n) => '#task-' + n });
@@ -35,8 +39,9 @@ const app = new App({ name: 'chatroom-board', version: '1.0.0' }, {}, { autoResi
 
 /** One tool call through the host; a refusal becomes an Error with its code. */
 async function call(name, args) {
+  if (!canCall()) throw new Error('this host does not let the app call tools');
   const params = { name, arguments: Object.assign({}, args) };
-  if (state.room && name !== 'whoami' && params.arguments.room === undefined) params.arguments.room = state.room;
+  if (state.room && params.arguments.room === undefined) params.arguments.room = state.room;
   const result = await app.callServerTool(params);
   let body = result.structuredContent;
   if (!body) {
@@ -74,15 +79,24 @@ function status(text) {
 
 // ---------- what the caller may do ----------
 
-const writable = () => !!state.me && !state.me.readonly;
+/** Whether the host forwards the app's tool calls to the server. */
+const canCall = () => !!state.caps?.serverTools;
+const writable = () => canCall() && !!state.me && !state.me.readonly;
 const mine = (t) => t.assignee && t.assignee === state.me?.agent;
 /** Whether the server lists `action` in the task's `can`. */
-const may = (t, action) => Array.isArray(t.can) && t.can.includes(action);
+const may = (t, action) => canCall() && Array.isArray(t.can) && t.can.includes(action);
+
+/** Tells the model, in one line, what the person just did (when the host
+ * takes context updates); a host that refuses it changes nothing here. */
+function tellModel(text) {
+  if (!state.caps?.updateModelContext) return;
+  app.updateModelContext({ content: [{ type: 'text', text: 'In the chatroom board app, the person ' + text + ' (room ' + state.room + ').' }] }).catch(() => {});
+}
 
 // ---------- actions ----------
 
 /** Runs a change, then shows the board as it is now. */
-async function act(label, fn) {
+async function act(label, fn, told) {
   if (state.busy) return;
   state.busy = true;
   document.body.classList.add('busy');
@@ -92,6 +106,7 @@ async function act(label, fn) {
     const out = await fn();
     if (out && out.claimed === false) problem('Not claimed: ' + (out.reason || 'refused'));
     if (out && out.released === false) problem('Not released: ' + (out.reason || 'refused'));
+    else if (told && !(out && out.claimed === false)) tellModel(told);
     await refresh();
     if (state.open !== null) await openTask(state.open);
     status('');
@@ -104,23 +119,25 @@ async function act(label, fn) {
   }
 }
 
-const claim = (t) => act('Claiming #' + t.id, () => call('claim_task', { task_id: t.id }));
-const release = (t) => act('Releasing #' + t.id, () => call('release_task', { task_id: t.id }));
-const approve = (t) => act('Approving #' + t.id, () => call('review_task', { task_id: t.id, approve: true }));
+const claim = (t) => act('Claiming #' + t.id, () => call('board_claim', { task_id: t.id }), 'claimed task #' + t.id);
+const release = (t) => act('Releasing #' + t.id, () => call('board_release', { task_id: t.id }), 'released task #' + t.id);
+const approve = (t) => act('Approving #' + t.id, () => call('board_review', { task_id: t.id, approve: true }), 'approved task #' + t.id);
 function reject(t, note) {
   if (!note.trim()) {
     problem('A rejection needs a note saying what to change.');
     return;
   }
-  return act('Rejecting #' + t.id, () => call('review_task', { task_id: t.id, approve: false, note }));
+  return act('Rejecting #' + t.id, () => call('board_review', { task_id: t.id, approve: false, note }), 'sent task #' + t.id + ' back with a note');
 }
-const addNote = (t, body) => act('Adding a note', () => call('add_note', { task_id: t.id, body }));
+const addNote = (t, body) => act('Adding a note', () => call('board_note', { task_id: t.id, body }), 'added a note to task #' + t.id);
+/** A claim of one's own blocked task takes it up again. */
+const claimLabel = (t) => (mine(t) && t.status === 'blocked' ? 'Resume' : 'Claim');
 
 // ---------- rendering ----------
 
 function card(t) {
   const buttons = [];
-  if (may(t, 'claim')) buttons.push(el('button', { type: 'button', class: 'small primary', 'data-act': 'claim', onclick: (e) => { e.stopPropagation(); claim(t); } }, 'Claim'));
+  if (may(t, 'claim')) buttons.push(el('button', { type: 'button', class: 'small primary', 'data-act': 'claim', onclick: (e) => { e.stopPropagation(); claim(t); } }, claimLabel(t)));
   if (may(t, 'review')) buttons.push(el('button', { type: 'button', class: 'small primary', 'data-act': 'approve', onclick: (e) => { e.stopPropagation(); approve(t); } }, 'Approve'));
   const meta = [
     el('span', { class: 'id' }, '#' + t.id),
@@ -181,12 +198,28 @@ const KIND = {
   room_info_updated: 'updated the room', retention_set: 'set retention',
 };
 
+/** One line of agent text for the activity: a fenced code block's fences
+ * and language go, its code stays (inline Markdown would show "sh cargo"). */
+const oneLine = (text) => String(text).replace(/```[^\n]*\n?/g, ' ').replace(/\s+/g, ' ').trim();
+
 function renderEvents() {
-  const evs = (state.data.events || []).slice().reverse();
+  const all = state.data.events || [];
+  // A rejection writes its note as the next event: the line shows the note.
+  const noteOf = new Map();
+  const merged = new Set();
+  all.forEach((e, i) => {
+    const next = all[i + 1];
+    if (e.kind === 'task_reviewed' && next && next.kind === 'note_added' && next.task_id === e.task_id && next.actor === e.actor) {
+      noteOf.set(e.id, next.data?.body || next.detail);
+      merged.add(next.id);
+    }
+  });
+  const evs = all.filter((e) => !merged.has(e.id)).reverse();
   $('events').replaceChildren(...evs.map((e) => {
     const d = e.data || {};
     const verdict = e.kind === 'task_reviewed' ? (d.approve ? 'approved: ' : 'sent back: ') : '';
-    const extra = verdict + (d.body || d.reason || d.title || '');
+    const said = noteOf.get(e.id) || d.body || d.note || d.reason || d.title || '';
+    const extra = verdict + oneLine(said);
     return el('li', { 'data-kind': e.kind },
       el('span', { class: 'faint' }, when(e.ts)), ' ',
       el('strong', {}, e.actor), ' ', KIND[e.kind] || e.kind,
@@ -211,18 +244,17 @@ function renderMe() {
   $('readonly-banner').hidden = !me?.readonly;
 }
 
-/** The task's panel. In a host's frame sized to its content the whole frame
- * is the viewport, so the panel opens level with what was clicked (`near`),
- * not at the top of a frame the person may have scrolled past. */
+/** The task's panel, a fixed overlay: its top is in viewport terms, so it
+ * opens level with what was clicked (`near`) and never below the visible
+ * frame, whether the host sizes the frame to the content or fixes its
+ * height and lets the document scroll inside it. */
 async function openTask(id, near) {
   state.open = id;
-  if (near) {
-    const top = near.getBoundingClientRect().top + window.scrollY;
-    $('detail').style.paddingTop = Math.max(12, Math.min(top - 24, document.documentElement.scrollHeight - 420)) + 'px';
-  }
+  const top = near ? near.getBoundingClientRect().top : 0;
+  $('detail').style.paddingTop = Math.max(12, Math.min(top - 24, window.innerHeight - 320)) + 'px';
   let task;
   try {
-    task = (await call('get_task', { task_id: id })).task;
+    task = (await call('board_task', { task_id: id })).task;
   } catch (e) {
     problem(e.message);
     state.open = null;
@@ -243,7 +275,7 @@ async function openTask(id, near) {
     ? el('div', { class: 'notes' }, notes.map((n) => el('div', { class: 'msg' }, el('div', { class: 'msg-head' }, el('strong', {}, n.author), el('span', { class: 'faint' }, when(n.ts))), el('div', { class: 'md' }, markdown(n.body, false)))))
     : el('p', { class: 'faint' }, 'No notes.'));
   const buttons = [];
-  if (may(task, 'claim')) buttons.push(el('button', { type: 'button', class: 'primary small', 'data-act': 'claim', onclick: () => claim(task) }, 'Claim'));
+  if (may(task, 'claim')) buttons.push(el('button', { type: 'button', class: 'primary small', 'data-act': 'claim', onclick: () => claim(task) }, claimLabel(task)));
   if (may(task, 'release')) buttons.push(el('button', { type: 'button', class: 'small', 'data-act': 'release', onclick: () => release(task) }, 'Release'));
   if (may(task, 'review')) buttons.push(el('button', { type: 'button', class: 'primary small', 'data-act': 'approve', onclick: () => approve(task) }, 'Approve'));
   if (may(task, 'note') || may(task, 'review')) {
@@ -276,15 +308,19 @@ function show(data) {
   if (!data || !data.board) return;
   state.data = data;
   if (data.room) state.room = data.room;
+  if (data.you) {
+    state.me = data.you;
+    renderMe();
+  }
   render();
 }
 
 async function refresh() {
-  show(await call('show_board', {}));
+  show(await call('board_refresh', {}));
 }
 
 async function refreshQuietly() {
-  if (state.busy || document.hidden) return;
+  if (state.busy || document.hidden || !canCall()) return;
   try { await refresh(); } catch (e) { problem(e.message); }
 }
 
@@ -321,7 +357,7 @@ function send() {
   const args = { body };
   if (state.replyTo) args.reply_to = state.replyTo;
   act('Sending', async () => {
-    await call('post_message', args);
+    await call('board_post', args);
     $('message-body').value = '';
     state.replyTo = null;
     $('replying').hidden = true;
@@ -332,25 +368,27 @@ $('message-body').addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) send();
 });
 
-// Handlers first: the host may send the tool's input and result as soon as
-// the handshake ends.
-app.ontoolinput = (p) => {
+// Listeners first: the host may send the tool's input and result as soon
+// as the handshake ends.
+app.addEventListener('toolinput', (p) => {
   if (p?.arguments?.room) state.room = p.arguments.room;
-};
-app.ontoolresult = (p) => show(p?.structuredContent);
-app.onhostcontextchanged = applyContext;
+});
+app.addEventListener('toolresult', (p) => show(p?.structuredContent));
+app.addEventListener('hostcontextchanged', applyContext);
 app.onteardown = async () => ({});
 
 try {
   await app.connect(new PostMessageTransport(window.parent, window.parent));
+  state.caps = app.getHostCapabilities() || {};
   applyContext(app.getHostContext());
-  state.me = await call('whoami', {});
-  if (!state.room) state.room = state.me.room;
-  renderMe();
+  if (!canCall()) {
+    problem('This host shows the board but does not let it call tools: no actions, and no refresh.');
+    $('refresh').hidden = true;
+  }
   if (state.data) render();
-  else await refresh();
+  else if (canCall()) await refresh();
   document.body.dataset.ready = 'true';
-  setInterval(refreshQuietly, REFRESH_MS);
+  if (canCall()) setInterval(refreshQuietly, REFRESH_MS);
 } catch (e) {
   problem('The board could not load: ' + e.message);
 }

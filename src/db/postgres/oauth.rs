@@ -17,6 +17,7 @@ use crate::domain::oauth::{
 /// Rows one prune batch deletes (a short statement each, however much has
 /// expired).
 const PRUNE_BATCH: i64 = 500;
+use crate::domain::profile::Profile;
 use crate::error::Result;
 
 fn grant_from_row(r: &PgRow) -> GrantRecord {
@@ -33,6 +34,7 @@ fn grant_from_row(r: &PgRow) -> GrantRecord {
             all_rooms: r.get("all_rooms"),
             lead: r.get("lead"),
             skills: r.get("skills"),
+            profile: Profile::stored(r.get::<Option<&str>, _>("profile")),
         },
         created_ts: r.get("created_ts"),
         revoked_ts: r.get("revoked_ts"),
@@ -116,8 +118,8 @@ impl PostgresStore {
     pub(super) async fn oauth_insert_connect_code_impl(&self, code: &NewConnectCode) -> Result<()> {
         let g = &code.grant;
         sqlx::query(
-            "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts, profile) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(&code.hash)
         .bind(&g.agent)
@@ -130,6 +132,7 @@ impl PostgresStore {
         .bind(&g.skills)
         .bind(code.created_ts)
         .bind(code.expires_ts)
+        .bind(g.profile.as_str())
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -149,9 +152,9 @@ impl PostgresStore {
         let grant_id: Option<i64> = sqlx::query_scalar(
             "WITH spent AS (UPDATE oauth_connect_codes SET used_ts = $2 \
                  WHERE hash = $1 AND used_ts IS NULL AND expires_ts > $2 \
-                 RETURNING agent, room, also_rooms, readonly, admin, all_rooms, lead, skills) \
-             INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
-             SELECT $3, $4, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, $2 FROM spent \
+                 RETURNING agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, profile) \
+             INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
+             SELECT $3, $4, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, $2, profile FROM spent \
              RETURNING id",
         )
         .bind(connect_hash)

@@ -301,7 +301,7 @@ macro_rules! room_columns {
 }
 macro_rules! token_columns {
     () => {
-        "id, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, revoked_ts, last_used_ts"
+        "id, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, revoked_ts, last_used_ts, profile"
     };
 }
 macro_rules! message_columns {
@@ -338,11 +338,12 @@ fn token_from_row(r: &Row) -> rusqlite::Result<TokenRecord> {
             all_rooms: r.get(6)?,
             lead: r.get(7)?,
             skills: parse_list(&r.get::<_, String>(8)?),
+            profile: Profile::stored(r.get::<_, Option<String>>(12)?.as_deref()),
         },
         created_ts: r.get(9)?,
         revoked_ts: r.get(10)?,
         last_used: r.get(11)?,
-        last_seen: r.get(12)?,
+        last_seen: r.get(13)?,
     })
 }
 
@@ -857,8 +858,8 @@ impl Store for SqliteStore {
         self.write(|c| {
             let id = row(
                 c,
-                "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+                "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
                 params![
                     t.hash,
                     t.grant.agent,
@@ -869,7 +870,8 @@ impl Store for SqliteStore {
                     t.grant.all_rooms,
                     t.grant.lead,
                     json_list(&t.grant.skills),
-                    now
+                    now,
+                    t.grant.profile.as_str()
                 ],
                 |r| r.get(0),
             )?;

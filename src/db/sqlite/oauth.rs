@@ -14,13 +14,14 @@ use crate::domain::oauth::{
 /// Rows one prune batch deletes: each batch is its own short write, so the
 /// single writer is never held long, however much has expired.
 const PRUNE_BATCH: i64 = 500;
+use crate::domain::profile::Profile;
 use crate::error::{Error, Result};
 
 macro_rules! grant_columns {
     () => {
         "g.id, g.client_id, g.client_name, g.agent, g.room, g.also_rooms, g.readonly, g.admin, \
          g.all_rooms, g.lead, g.skills, g.created_ts, g.revoked_ts, g.refresh_hash, \
-         g.refresh_prev_hash, g.refresh_rotated_ts, g.refresh_expires_ts"
+         g.refresh_prev_hash, g.refresh_rotated_ts, g.refresh_expires_ts, g.profile"
     };
 }
 
@@ -38,6 +39,7 @@ fn grant_from_row(r: &Row, at: usize) -> rusqlite::Result<GrantRecord> {
             all_rooms: r.get(at + 8)?,
             lead: r.get(at + 9)?,
             skills: parse_list(&r.get::<_, String>(at + 10)?),
+            profile: Profile::stored(r.get::<_, Option<String>>(at + 17)?.as_deref()),
         },
         created_ts: r.get(at + 11)?,
         revoked_ts: r.get(at + 12)?,
@@ -123,8 +125,8 @@ impl SqliteStore {
         self.write(|c| {
             exec(
                 c,
-                "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts, profile) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
                     code.hash,
                     g.agent,
@@ -136,7 +138,8 @@ impl SqliteStore {
                     g.lead,
                     json_list(&g.skills),
                     code.created_ts,
-                    code.expires_ts
+                    code.expires_ts,
+                    g.profile.as_str()
                 ],
             )?;
             Ok(())
@@ -159,7 +162,7 @@ impl SqliteStore {
                 c,
                 "UPDATE oauth_connect_codes SET used_ts = ?2 \
                  WHERE hash = ?1 AND used_ts IS NULL AND expires_ts > ?2 \
-                 RETURNING agent, room, also_rooms, readonly, admin, all_rooms, lead, skills",
+                 RETURNING agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, profile",
                 params![connect_hash, now],
                 |r| {
                     Ok((
@@ -171,20 +174,22 @@ impl SqliteStore {
                         r.get::<_, bool>(5)?,
                         r.get::<_, bool>(6)?,
                         r.get::<_, String>(7)?,
+                        r.get::<_, Option<String>>(8)?,
                     ))
                 },
             )?;
-            let Some((agent, room, also_rooms, readonly, admin, all_rooms, lead, skills)) = spent
+            let Some((agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, profile)) =
+                spent
             else {
                 return Ok(None);
             };
             let grant_id: i64 = row(
                 c,
-                "INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
+                "INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
                 params![
                     client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms,
-                    lead, skills, now
+                    lead, skills, now, profile
                 ],
                 |r| r.get(0),
             )?

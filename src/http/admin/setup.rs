@@ -322,6 +322,9 @@ pub fn cli(t: &TokenRecord) -> String {
     for s in &t.grant.skills {
         parts.push(format!("--skill {}", shell_quote(s)));
     }
+    if t.grant.profile != crate::domain::profile::Profile::Full {
+        parts.push(format!("--profile {}", t.grant.profile));
+    }
     parts.join(" ")
 }
 
@@ -398,6 +401,7 @@ mod tests {
                 all_rooms: false,
                 lead: true,
                 skills: vec!["rust".into(), "it's; rm -rf /".into()],
+                profile: Default::default(),
             },
             created_ts: 0,
             revoked_ts: None,
