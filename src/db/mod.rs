@@ -40,7 +40,11 @@ fn search_too_slow() -> crate::error::Error {
 /// keeps `sql` as it is.
 #[cfg(feature = "history-fault")]
 pub(crate) fn unguard(sql: &str, c: &TaskChange) -> String {
-    let claim = c.record.events.iter().any(|e| e.kind == EventKind::TaskClaimed);
+    let claim = c
+        .record
+        .events
+        .iter()
+        .any(|e| e.kind == EventKind::TaskClaimed);
     if claim && std::env::var("CHATROOM_HISTORY_FAULT").as_deref() == Ok("unguarded-claim") {
         // Versions are positive: `version <> -N` holds for every row.
         sql.replace("AND version = ", "AND version <> -")

@@ -307,7 +307,10 @@ fn soft(flag: &'static str, current: &'static str) -> impl Fn(&Value) -> (&'stat
         if b[flag] == json!(true) {
             ("ok", json!({"t": observed(&b["task"])}))
         } else {
-            ("refused", json!({"t": observed(&b[current]), "reason": b["reason"]}))
+            (
+                "refused",
+                json!({"t": observed(&b[current]), "reason": b["reason"]}),
+            )
         }
     }
 }
@@ -322,54 +325,140 @@ fn version_of(out: &Outcome, key: &str) -> Option<i64> {
 
 /// Board calls, recorded.
 impl Client {
-    async fn claim(&self, h: &History, base: &str, task: i64, lease: Option<i64>) -> Option<Outcome> {
+    async fn claim(
+        &self,
+        h: &History,
+        base: &str,
+        task: i64,
+        lease: Option<i64>,
+    ) -> Option<Outcome> {
         let mut args = json!({"task_id": task});
         if let Some(l) = lease {
             args["lease_seconds"] = json!(l);
         }
-        record(h, self, base, "claim_task", args,
-            json!({"op": "claim", "task": task, "lease": lease}), soft("claimed", "task")).await
+        record(
+            h,
+            self,
+            base,
+            "claim_task",
+            args,
+            json!({"op": "claim", "task": task, "lease": lease}),
+            soft("claimed", "task"),
+        )
+        .await
     }
     async fn release(&self, h: &History, base: &str, task: i64) -> Option<Outcome> {
-        record(h, self, base, "release_task", json!({"task_id": task}),
-            json!({"op": "release", "task": task}), soft("released", "task")).await
+        record(
+            h,
+            self,
+            base,
+            "release_task",
+            json!({"task_id": task}),
+            json!({"op": "release", "task": task}),
+            soft("released", "task"),
+        )
+        .await
     }
-    async fn update(&self, h: &History, base: &str, task: i64, expected: i64, note: &str) -> Option<Outcome> {
-        record(h, self, base, "update_task",
+    async fn update(
+        &self,
+        h: &History,
+        base: &str,
+        task: i64,
+        expected: i64,
+        note: &str,
+    ) -> Option<Outcome> {
+        record(
+            h,
+            self,
+            base,
+            "update_task",
             json!({"task_id": task, "expected_version": expected, "note": note}),
-            json!({"op": "update", "task": task, "expected": expected}), soft("updated", "current")).await
+            json!({"op": "update", "task": task, "expected": expected}),
+            soft("updated", "current"),
+        )
+        .await
     }
     async fn submit(&self, h: &History, base: &str, task: i64) -> Option<Outcome> {
-        record(h, self, base, "submit_result", json!({"task_id": task, "result": "done"}),
-            json!({"op": "submit", "task": task}), |b| ("ok", json!({"t": observed(&b["task"])}))).await
+        record(
+            h,
+            self,
+            base,
+            "submit_result",
+            json!({"task_id": task, "result": "done"}),
+            json!({"op": "submit", "task": task}),
+            |b| ("ok", json!({"t": observed(&b["task"])})),
+        )
+        .await
     }
     async fn read_task(&self, h: &History, base: &str, task: i64) -> Option<Outcome> {
-        record(h, self, base, "get_task", json!({"task_id": task}),
-            json!({"op": "read", "task": task}), |b| ("ok", json!({"t": observed(&b["task"])}))).await
+        record(
+            h,
+            self,
+            base,
+            "get_task",
+            json!({"task_id": task}),
+            json!({"op": "read", "task": task}),
+            |b| ("ok", json!({"t": observed(&b["task"])})),
+        )
+        .await
     }
     /// Creates a task; its id when the answer says it.
     async fn create(&self, h: &History, base: &str, title: &str) -> Option<i64> {
-        let out = record(h, self, base, "create_task", json!({"title": title}),
+        let out = record(
+            h,
+            self,
+            base,
+            "create_task",
+            json!({"title": title}),
             json!({"op": "create", "title": title}),
-            |b| ("ok", json!({"task": b["created"]["id"], "t": observed(&b["created"])}))).await?;
+            |b| {
+                (
+                    "ok",
+                    json!({"task": b["created"]["id"], "t": observed(&b["created"])}),
+                )
+            },
+        )
+        .await?;
         match out {
             Outcome::Ok(b) => b["created"]["id"].as_i64(),
             _ => None,
         }
     }
     async fn post(&self, h: &History, base: &str, body: &str) -> Option<Outcome> {
-        record(h, self, base, "post_message", json!({"body": body}),
+        record(
+            h,
+            self,
+            base,
+            "post_message",
+            json!({"body": body}),
             json!({"op": "post", "room": ROOM, "body": body}),
-            |b| ("ok", json!({"id": b["message_id"]}))).await
+            |b| ("ok", json!({"id": b["message_id"]})),
+        )
+        .await
     }
-    async fn read_messages(&self, h: &History, base: &str, since: i64, limit: i64) -> Option<Outcome> {
-        record(h, self, base, "read_messages", json!({"since_id": since, "limit": limit}),
+    async fn read_messages(
+        &self,
+        h: &History,
+        base: &str,
+        since: i64,
+        limit: i64,
+    ) -> Option<Outcome> {
+        record(
+            h,
+            self,
+            base,
+            "read_messages",
+            json!({"since_id": since, "limit": limit}),
             json!({"op": "read_messages", "room": ROOM, "since": since, "limit": limit}),
             |b| {
-                let msgs: Vec<Value> = b["messages"].as_array().map(|m| m.iter()
-                    .map(|m| json!([m["id"], m["body"]])).collect()).unwrap_or_default();
+                let msgs: Vec<Value> = b["messages"]
+                    .as_array()
+                    .map(|m| m.iter().map(|m| json!([m["id"], m["body"]])).collect())
+                    .unwrap_or_default();
                 ("ok", json!({"msgs": msgs}))
-            }).await
+            },
+        )
+        .await
     }
 }
 
@@ -389,7 +478,11 @@ impl Server {
     }
     async fn start(&mut self) {
         for attempt in 0..50 {
-            let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log");
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.log)
+                .expect("log");
             let child = tokio::process::Command::new(&self.bin)
                 .arg("serve")
                 .env_clear()
@@ -424,7 +517,11 @@ async fn wait_healthy(url: &str, limit: Duration) -> bool {
     let http = reqwest::Client::new();
     let until = Instant::now() + limit;
     while Instant::now() < until {
-        if let Ok(r) = http.get(format!("{url}/healthz")).timeout(Duration::from_secs(1)).send().await
+        if let Ok(r) = http
+            .get(format!("{url}/healthz"))
+            .timeout(Duration::from_secs(1))
+            .send()
+            .await
             && r.status().is_success()
         {
             return true;
@@ -435,7 +532,11 @@ async fn wait_healthy(url: &str, limit: Duration) -> bool {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A TCP proxy on loopback between a replica and PostgreSQL. Cut, it
@@ -454,7 +555,9 @@ impl Proxy {
         let (cut, rx) = watch::channel(false);
         tokio::spawn(async move {
             loop {
-                let Ok((down, _)) = listener.accept().await else { continue };
+                let Ok((down, _)) = listener.accept().await else {
+                    continue;
+                };
                 let rx = rx.clone();
                 let upstream = upstream.clone();
                 tokio::spawn(async move { proxy_one(down, &upstream, rx).await });
@@ -473,7 +576,9 @@ async fn proxy_one(mut down: TcpStream, upstream: &str, mut rx: watch::Receiver<
         let _ = rx.wait_for(|c| !*c).await;
         return;
     }
-    let Ok(mut up) = TcpStream::connect(upstream).await else { return };
+    let Ok(mut up) = TcpStream::connect(upstream).await else {
+        return;
+    };
     let cut = tokio::select! {
         _ = tokio::io::copy_bidirectional(&mut down, &mut up) => false,
         r = rx.wait_for(|c| *c) => r.is_ok(),
@@ -543,7 +648,9 @@ async fn client_loop(me: Client, shared: Arc<Shared>, mut rng: Rng) {
             let v = versions.get(&task).copied().unwrap_or(1);
             match rng.below(10) {
                 0..=3 => {
-                    let out = me.update(h, &base, task, v, &format!("{}-{seq}", me.name)).await;
+                    let out = me
+                        .update(h, &base, task, v, &format!("{}-{seq}", me.name))
+                        .await;
                     note_version(&mut versions, task, &out, "task");
                     if let Some(Outcome::Ok(b)) = &out
                         && b["updated"] == json!(false)
@@ -604,7 +711,9 @@ async fn client_loop(me: Client, shared: Arc<Shared>, mut rng: Rng) {
                 6..=8 => {
                     // A guarded update on the version last seen, often stale.
                     let v = versions.get(&task).copied().unwrap_or(1);
-                    let out = me.update(h, &base, task, v, &format!("{}-{seq}", me.name)).await;
+                    let out = me
+                        .update(h, &base, task, v, &format!("{}-{seq}", me.name))
+                        .await;
                     note_version(&mut versions, task, &out, "task");
                     if let Some(Outcome::Ok(b)) = &out {
                         if let Some(cv) = b["current"]["version"].as_i64() {
@@ -640,16 +749,25 @@ fn note_version(versions: &mut HashMap<i64, i64>, task: i64, out: &Option<Outcom
 async fn mint(bin: &Path, env: &[(String, String)], agent: &str) -> String {
     let run = |args: Vec<String>| {
         let mut cmd = std::process::Command::new(bin);
-        cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
         cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         cmd.output().expect("chatroom admin")
     };
     let _ = run(vec!["admin".into(), "add-room".into(), ROOM.into()]);
-    let out = run(["admin", "add-token", "--agent", agent, "--room", ROOM].map(String::from).to_vec());
+    let out = run(["admin", "add-token", "--agent", agent, "--room", ROOM]
+        .map(String::from)
+        .to_vec());
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
         .find(|l| l.starts_with("cr_"))
-        .unwrap_or_else(|| panic!("add-token {agent}: {}", String::from_utf8_lossy(&out.stderr)))
+        .unwrap_or_else(|| {
+            panic!(
+                "add-token {agent}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
         .trim()
         .to_owned()
 }
@@ -668,7 +786,9 @@ fn fault_kinds(backend: &str, chosen: &str, can_restart_pg: bool) -> Vec<&'stati
     if chosen.is_empty() {
         all
     } else {
-        all.into_iter().filter(|k| chosen.split(',').any(|c| c.trim() == *k)).collect()
+        all.into_iter()
+            .filter(|k| chosen.split(',').any(|c| c.trim() == *k))
+            .collect()
     }
 }
 
@@ -695,9 +815,18 @@ async fn run(a: RunArgs) {
     if a.backend == "postgres" {
         let admin = a.pg_url.clone().expect("--pg-url for the postgres backend");
         let name = format!("chatroom_history_{}_{}", std::process::id(), a.seed);
-        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await.expect("PostgreSQL");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).execute(&mut conn).await;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.expect("create database");
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+            .await
+            .expect("PostgreSQL");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name}"
+        )))
+        .execute(&mut conn)
+        .await;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create database");
         let url = url::Url::parse(&admin).expect("pg url");
         let host = url.host_str().unwrap_or("127.0.0.1").to_owned();
         let port = url.port().unwrap_or(5432);
@@ -705,7 +834,11 @@ async fn run(a: RunArgs) {
         // Replica 0 reaches PostgreSQL through the proxy the cut fault cuts.
         let p = Proxy::start(format!("{host}:{port}")).await;
         for i in 0..a.replicas.max(1) {
-            let db = if i == 0 { with_db(&admin, &name, Some(p.port)) } else { direct.clone() };
+            let db = if i == 0 {
+                with_db(&admin, &name, Some(p.port))
+            } else {
+                direct.clone()
+            };
             let mut env = base_env.clone();
             env.push(("CHATROOM_DATABASE_URL".into(), db));
             servers.push(Server {
@@ -753,10 +886,14 @@ async fn run(a: RunArgs) {
         stop: AtomicBool::new(false),
         want_tasks: a.tasks,
     });
-    shared.history.write(&json!({"kind": "meta", "backend": a.backend, "seed": a.seed,
-        "clients": a.clients, "servers": servers.len(), "seconds": a.seconds}));
+    shared.history.write(
+        &json!({"kind": "meta", "backend": a.backend, "seed": a.seed,
+        "clients": a.clients, "servers": servers.len(), "seconds": a.seconds}),
+    );
     for i in 0..a.tasks {
-        let id = faulter.create(&shared.history, &shared.urls[0], &format!("seed task {i}")).await
+        let id = faulter
+            .create(&shared.history, &shared.urls[0], &format!("seed task {i}"))
+            .await
             .expect("a first task");
         shared.add_task(id);
     }
@@ -764,7 +901,13 @@ async fn run(a: RunArgs) {
     let workers: Vec<_> = clients
         .into_iter()
         .enumerate()
-        .map(|(i, c)| tokio::spawn(client_loop(c, shared.clone(), Rng(a.seed ^ ((i as u64 + 1) << 32)))))
+        .map(|(i, c)| {
+            tokio::spawn(client_loop(
+                c,
+                shared.clone(),
+                Rng(a.seed ^ ((i as u64 + 1) << 32)),
+            ))
+        })
         .collect();
 
     // The faults, one after another until the time is up.
@@ -792,8 +935,13 @@ async fn run(a: RunArgs) {
             }
             "pg-restart" => {
                 let cmd = a.pg_restart.as_deref().unwrap_or("true");
-                let st = tokio::process::Command::new("sh").arg("-c").arg(cmd)
-                    .stdout(Stdio::null()).status().await.expect("pg restart");
+                let st = tokio::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(cmd)
+                    .stdout(Stdio::null())
+                    .status()
+                    .await
+                    .expect("pg restart");
                 assert!(st.success(), "PostgreSQL restart failed: {cmd}");
                 "postgresql".into()
             }
@@ -806,9 +954,14 @@ async fn run(a: RunArgs) {
             }
             _ => pause_fault(&shared, &faulter, &pauser_token, &mut rng).await,
         };
-        shared.history.write(&json!({"kind": "fault", "fault": kind, "target": target,
+        shared
+            .history
+            .write(&json!({"kind": "fault", "fault": kind, "target": target,
             "start": start, "end": now_us()}));
-        eprintln!("fault {n}: {kind} {target} at {:.1} s", started.elapsed().as_secs_f64());
+        eprintln!(
+            "fault {n}: {kind} {target} at {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
     }
     shared.stop.store(true, Ordering::Relaxed);
     for w in workers {
@@ -819,7 +972,11 @@ async fn run(a: RunArgs) {
         p.set_cut(false);
     }
     for s in &servers {
-        assert!(wait_healthy(&s.url(), Duration::from_secs(30)).await, "{} is not up", s.name);
+        assert!(
+            wait_healthy(&s.url(), Duration::from_secs(30)).await,
+            "{} is not up",
+            s.name
+        );
     }
     let h = &shared.history;
     let tasks = shared.all_tasks.lock().unwrap().clone();
@@ -830,7 +987,9 @@ async fn run(a: RunArgs) {
     for base in &shared.urls {
         let mut since = 0;
         loop {
-            let Some(Outcome::Ok(b)) = auditor.read_messages(h, base, since, 200).await else { break };
+            let Some(Outcome::Ok(b)) = auditor.read_messages(h, base, since, 200).await else {
+                break;
+            };
             let page = b["messages"].as_array().cloned().unwrap_or_default();
             match page.last() {
                 Some(m) => since = m["id"].as_i64().unwrap_or(i64::MAX),
@@ -847,8 +1006,11 @@ async fn run(a: RunArgs) {
         && let Ok(mut conn) = <sqlx::PgConnection as sqlx::Connection>::connect(admin).await
     {
         let name = format!("chatroom_history_{}_{}", std::process::id(), a.seed);
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-            .execute(&mut conn).await;
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&mut conn)
+        .await;
     }
     println!(
         "driver: {} operations ({} calls not sent while a server was down), {} faults",
@@ -874,7 +1036,12 @@ fn with_db(admin: &str, name: &str, port: Option<u16>) -> String {
 /// the lease runs out, another agent claims the task, and the first is
 /// continued (SIGCONT): its next guarded update and its submit must be
 /// refused.
-async fn pause_fault(shared: &Arc<Shared>, fencer: &Client, pauser_token: &str, rng: &mut Rng) -> String {
+async fn pause_fault(
+    shared: &Arc<Shared>,
+    fencer: &Client,
+    pauser_token: &str,
+    rng: &mut Rng,
+) -> String {
     let h = &shared.history;
     let base = shared.pick_url(rng).to_owned();
     let Some(task) = fencer.create(h, &base, "leased task").await else {
@@ -883,7 +1050,15 @@ async fn pause_fault(shared: &Arc<Shared>, fencer: &Client, pauser_token: &str, 
     shared.all_tasks.lock().unwrap().push(task);
     let exe = std::env::current_exe().expect("own path");
     let mut child = tokio::process::Command::new(exe)
-        .args(["pauser", "--url", &base, "--token", pauser_token, "--task", &task.to_string()])
+        .args([
+            "pauser",
+            "--url",
+            &base,
+            "--token",
+            pauser_token,
+            "--task",
+            &task.to_string(),
+        ])
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -899,7 +1074,12 @@ async fn pause_fault(shared: &Arc<Shared>, fencer: &Client, pauser_token: &str, 
         }
     };
     let until = Instant::now() + Duration::from_secs(30);
-    while let Ok(Ok(Some(line))) = tokio::time::timeout(until.saturating_duration_since(Instant::now()), lines.next_line()).await {
+    while let Ok(Ok(Some(line))) = tokio::time::timeout(
+        until.saturating_duration_since(Instant::now()),
+        lines.next_line(),
+    )
+    .await
+    {
         forward(&line);
         if !stopped && line.contains("\"held\"") {
             // Stopped while it holds the claim (after a few renewals).
@@ -921,7 +1101,10 @@ async fn pause_fault(shared: &Arc<Shared>, fencer: &Client, pauser_token: &str, 
 }
 
 async fn signal(sig: &str, pid: &str) {
-    let _ = tokio::process::Command::new("kill").args([sig, pid]).status().await;
+    let _ = tokio::process::Command::new("kill")
+        .args([sig, pid])
+        .status()
+        .await;
 }
 
 /// The paused agent: claim with a short lease, renew it with guarded
@@ -940,7 +1123,10 @@ async fn pauser(a: PauserArgs) {
     h.write(&json!({"kind": "held"}));
     for i in 0..60 {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        match c.update(&h, &a.url, a.task, v, &format!("renewal {i}")).await {
+        match c
+            .update(&h, &a.url, a.task, v, &format!("renewal {i}"))
+            .await
+        {
             Some(Outcome::Ok(b)) if b["updated"] == json!(true) => {
                 v = b["task"]["version"].as_i64().unwrap_or(v);
             }
