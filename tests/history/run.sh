@@ -68,10 +68,12 @@ if [ "$broken" = 1 ]; then
   cp "$bin" "$OUT/chatroom-history-fault"
   bin="$OUT/chatroom-history-fault"
   export CHATROOM_HISTORY_FAULT=unguarded-claim
+  cargo build --quiet --example history_driver
 else
-  cargo build --quiet --bin chatroom
+  # One build for both: the binary with the same features as the tests'
+  # build (dev-dependencies unified), so that CI compiles nothing again.
+  cargo build --quiet --bin chatroom --example history_driver
 fi
-cargo build --quiet --example history_driver
 driver="$CARGO_TARGET_DIR/debug/examples/history_driver"
 (cd tests/history/checker && go build -o "$OUT/checker" .)
 
