@@ -34,6 +34,26 @@ fn search_too_slow() -> crate::error::Error {
     ))
 }
 
+/// The broken build that `tests/history` must catch, in `history-fault`
+/// builds only: with `CHATROOM_HISTORY_FAULT=unguarded-claim` a claim is
+/// written without its version guard (decided on the task as read, written
+/// whatever happened since). Every other change, and every other build,
+/// keeps `sql` as it is.
+#[cfg(feature = "history-fault")]
+pub(crate) fn unguard(sql: &str, c: &TaskChange) -> String {
+    let claim = c
+        .record
+        .events
+        .iter()
+        .any(|e| e.kind == EventKind::TaskClaimed);
+    if claim && std::env::var("CHATROOM_HISTORY_FAULT").as_deref() == Ok("unguarded-claim") {
+        // Versions are positive: `version <> -N` holds for every row.
+        sql.replace("AND version = ", "AND version <> -")
+    } else {
+        sql.to_owned()
+    }
+}
+
 /// The type of a column, for moving rows between backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Col {

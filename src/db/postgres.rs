@@ -1386,11 +1386,12 @@ impl Store for PostgresStore {
                     // Guarded by the version the domain decided on: a change
                     // decided on a task that moved on since (on any replica)
                     // writes nothing.
-                    let done = sqlx::query(
-                        "UPDATE tasks SET status = $3, assignee = $4, body = $5, result = $6, lease_seconds = $7, \
+                    let sql = "UPDATE tasks SET status = $3, assignee = $4, body = $5, result = $6, lease_seconds = $7, \
                          lease_expires_ts = $8, version = version + 1, updated_ts = $9 \
-                         WHERE id = $1 AND room = $2 AND version = $10",
-                    )
+                         WHERE id = $1 AND room = $2 AND version = $10";
+                    #[cfg(feature = "history-fault")]
+                    let sql = sqlx::AssertSqlSafe(crate::db::unguard(sql, &c));
+                    let done = sqlx::query(sql)
                     .bind(id)
                     .bind(&room)
                     .bind(c.status.as_str())

@@ -1435,11 +1435,14 @@ impl Store for SqliteStore {
     ) -> Result<Option<(Task, Vec<Event>)>> {
         self.write(|tx| {
             let now = c.record.now;
+            let sql = "UPDATE tasks SET status = ?3, assignee = ?4, body = ?5, result = ?6, lease_seconds = ?7, \
+                 lease_expires_ts = ?8, version = version + 1, updated_ts = ?9 \
+                 WHERE id = ?1 AND room = ?2 AND version = ?10";
+            #[cfg(feature = "history-fault")]
+            let sql = &crate::db::unguard(sql, &c);
             let done = exec(
                 tx,
-                "UPDATE tasks SET status = ?3, assignee = ?4, body = ?5, result = ?6, lease_seconds = ?7, \
-                 lease_expires_ts = ?8, version = version + 1, updated_ts = ?9 \
-                 WHERE id = ?1 AND room = ?2 AND version = ?10",
+                sql,
                 params![
                     id,
                     room,

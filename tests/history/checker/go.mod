@@ -1,0 +1,3 @@
+module chatroom/tests/history/checker
+
+go 1.19
