@@ -59,6 +59,21 @@ impl Background {
                 }
             }
         });
+        // Webhooks out: delivered from the queue in the database.
+        loops.spawn(crate::webhooks::run(core.clone(), state.config.listen));
+        // Stuck tasks: looked for a few times per stuck period.
+        let (c, after) = (core.clone(), state.config.stuck_after);
+        if !after.is_zero() {
+            let period = (after / 120).clamp(Duration::from_secs(1), Duration::from_secs(60));
+            every(&mut loops, shutdown, period, move || {
+                let core = c.clone();
+                async move {
+                    if let Err(e) = core.sweep_stuck(after).await {
+                        e.log_if_internal();
+                    }
+                }
+            });
+        }
         // Revoked tokens: their open streams and parked waits end.
         let (c, streams) = (core.clone(), state.streams.clone());
         every(

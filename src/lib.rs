@@ -25,6 +25,7 @@
 //! - [`assets`]: the embedded web tree (`web/`: shared modules and look,
 //!   dashboard, console, the board app's parts, the pages' style).
 //! - [`mqtt`]: the MQTT bridge.
+//! - [`webhooks`]: webhooks out, the other consumer of the event bus.
 //! - [`cli`]: the `chatroom` command line.
 #![forbid(unsafe_code)]
 
@@ -43,3 +44,4 @@ pub mod mqtt;
 pub mod present;
 pub mod server;
 pub mod state;
+pub mod webhooks;

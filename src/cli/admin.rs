@@ -33,6 +33,8 @@ pub struct AdminArgs {
 enum AdminCommand {
     /// Create the database (and migrate it) if needed.
     Init,
+    #[command(flatten)]
+    Webhooks(super::admin_webhooks::WebhookCommand),
     /// Create a room.
     AddRoom {
         /// Room name: 1-64 chars of A-Z a-z 0-9 - _ . (kept as written)
@@ -301,6 +303,7 @@ fn database(args: &AdminArgs) -> (String, String) {
 
 async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result<ExitCode> {
     match command {
+        AdminCommand::Webhooks(c) => return super::admin_webhooks::execute(store.as_ref(), c).await,
         AdminCommand::Init => {
             store.health().await?;
             println!("database ready");

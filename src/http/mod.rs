@@ -4,6 +4,7 @@
 //! submodule contributes its routes here.
 
 pub mod admin;
+pub mod inbound;
 pub mod oauth;
 pub mod pages;
 pub mod rest;
@@ -22,6 +23,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/", axum::routing::get(root))
         .merge(rest::routes(state.clone()))
+        .merge(inbound::routes())
         .merge(ui::routes(state.clone()))
         .merge(admin::routes(state.clone()))
         .merge(shared::routes())
