@@ -33,8 +33,9 @@ use crate::domain::webhooks::{
 /// How often the worker looks whether something fell due.
 const TICK: Duration = Duration::from_millis(250);
 /// Without any sign of work, a look at the database this often anyway (a
-/// retry scheduled by another replica).
-const IDLE_LOOK_MS: i64 = 30_000;
+/// retry scheduled by another replica or before a restart, a webhook
+/// resumed by the CLI).
+const IDLE_LOOK: Duration = Duration::from_secs(30);
 /// How long a lease lasts; a worker gives a webhook back well before.
 const LEASE_MS: i64 = 60_000;
 /// A lease's work stops after this long (the rest follows on the next).
@@ -72,7 +73,7 @@ pub async fn run(core: Core, listen: SocketAddr) {
     // Work may be waiting from before a restart.
     let mut dirty = true;
     let mut next_due: Option<i64> = None;
-    let mut last_look = i64::MIN;
+    let mut last_look: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = core.shutdown.cancelled() => break,
@@ -97,7 +98,15 @@ pub async fn run(core: Core, listen: SocketAddr) {
         }
         let now = core.clock.now_ms();
         let due = next_due.is_some_and(|d| d <= now);
-        if !(dirty || due || now.saturating_sub(last_look) >= IDLE_LOOK_MS) {
+        let idle = last_look.is_none_or(|t| t.elapsed() >= IDLE_LOOK);
+        if idle {
+            // Retries this worker did not schedule: when the first falls due.
+            last_look = Some(tokio::time::Instant::now());
+            if let Some(first) = pending_retry(&core).await {
+                next_due = Some(next_due.map_or(first, |d| d.min(first)));
+            }
+        }
+        if !(dirty || due || idle) {
             continue;
         }
         let room = IN_FLIGHT.saturating_sub(inflight.len()) as i64;
@@ -108,7 +117,6 @@ pub async fn run(core: Core, listen: SocketAddr) {
         if due {
             next_due = None;
         }
-        last_look = now;
         match core
             .store
             .claim_webhooks(&owner, now, now + LEASE_MS, room)
@@ -126,6 +134,21 @@ pub async fn run(core: Core, listen: SocketAddr) {
     // Attempts in flight end with the process; their leases run out and
     // the next start (or another replica) delivers those events again.
     inflight.abort_all();
+}
+
+/// When the earliest retry of an active webhook falls due, if one waits.
+async fn pending_retry(core: &Core) -> Option<i64> {
+    match core.store.list_webhooks().await {
+        Ok(hooks) => hooks
+            .iter()
+            .filter(|h| !h.paused && h.next_ts > 0)
+            .map(|h| h.next_ts)
+            .min(),
+        Err(e) => {
+            e.log_if_internal();
+            None
+        }
+    }
 }
 
 /// Delivers `hook`'s due events in order until one fails, the queue is
@@ -176,8 +199,9 @@ async fn work(
                 p.cursor = e.id;
                 continue;
             }
-            let outcome = attempt(client, &hook, &e, listen).await;
+            // Retries count from when the attempt began.
             let now = core.clock.now_ms();
+            let outcome = attempt(client, &hook, &e, listen).await;
             p.last_ts = Some(now);
             match outcome {
                 Ok(status) => {
