@@ -27,10 +27,12 @@ pub struct Background {
 }
 
 impl Background {
-    /// Starts the MQTT bridge (if configured), the loops and the audit writer.
+    /// Starts the MQTT bridge (if configured), the loops and the audit
+    /// writer; `listen` is where the server listens (no webhook may call it).
     pub fn start(
         state: &AppState,
         audit_rx: mpsc::UnboundedReceiver<AuditRow>,
+        listen: std::net::SocketAddr,
     ) -> anyhow::Result<Background> {
         let bridge = match &state.config.mqtt {
             Some(mqtt) => Some(crate::mqtt::spawn(
@@ -60,7 +62,7 @@ impl Background {
             }
         });
         // Webhooks out: delivered from the queue in the database.
-        loops.spawn(crate::webhooks::run(core.clone(), state.config.listen));
+        loops.spawn(crate::webhooks::run(core.clone(), listen));
         // Stuck tasks: looked for a few times per stuck period.
         let (c, after) = (core.clone(), state.config.stuck_after);
         if !after.is_zero() {

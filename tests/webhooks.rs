@@ -713,3 +713,53 @@ async fn a_quiet_task_is_stuck_once_per_period() {
     assert_eq!(events["events"].as_array().unwrap().len(), 2, "{events}");
     s.stop().await;
 }
+
+/// Two replicas on one PostgreSQL database: each event reaches the
+/// webhook once, in order, whichever replica's worker leased it (SQLite
+/// has one server; the test then has nothing to prove and returns).
+#[tokio::test]
+async fn replicas_deliver_each_event_once() {
+    if common::pg_server().is_none() {
+        return;
+    }
+    let s = TestServer::start().await;
+    let other = s.replica().await;
+    let alice = s.agent("alice", "ops").await;
+    let bob = other.agent("bob", "ops").await;
+    let rx = Receiver::start(&[], 200).await;
+    add_webhook(&s, &["--room", "ops", "--url", &rx.url, "--events", "task_created"]).await;
+    for i in 0..10 {
+        let c = if i % 2 == 0 { &alice } else { &bob };
+        created(c, &format!("t{i}")).await;
+    }
+    rx.wait(10).await;
+    settled(&s, |h| h[0].delivered == 10).await;
+    let titles: Vec<String> = rx
+        .hits()
+        .iter()
+        .map(|h| h.json()["data"]["title"].as_str().unwrap().to_owned())
+        .collect();
+    let expected: Vec<String> = (0..10).map(|i| format!("t{i}")).collect();
+    assert_eq!(titles, expected);
+    other.stop().await;
+    s.stop().await;
+}
+
+/// A webhook pointing at the server's own address is refused at delivery
+/// (it would call the server back), and says so in its status.
+#[tokio::test]
+async fn the_servers_own_address_is_refused() {
+    let s = TestServer::start_with(|_| {}).await;
+    let _alice = s.agent("alice", "ops").await;
+    // The test server listens on 127.0.0.1:PORT, its configured address says
+    // the same port: a webhook there is its own address.
+    let url = format!("{}/v1/inbound/in_loop", s.url);
+    add_webhook(&s, &["--room", "ops", "--url", &url, "--events", "all"]).await;
+    _alice.call("post_message", json!({"body": "hello"})).await;
+    let hooks = settled(&s, |h| h[0].failures >= 1).await;
+    assert_eq!(
+        hooks[0].last_status.as_deref(),
+        Some("refused: the server's own address")
+    );
+    s.stop().await;
+}
