@@ -62,11 +62,7 @@ pub async fn run(core: Core, listen: SocketAddr) {
             return;
         }
     };
-    let owner = format!(
-        "{}-{:08x}",
-        std::process::id(),
-        rand::random::<u32>()
-    );
+    let owner = format!("{}-{:08x}", std::process::id(), rand::random::<u32>());
     let mut rx = core.bus.subscribe();
     let mut tick = tokio::time::interval(TICK);
     let mut inflight: JoinSet<Option<i64>> = JoinSet::new();
@@ -246,7 +242,10 @@ async fn work(
     match core.store.save_webhook(hook.id, owner, &p).await {
         Ok(true) => {}
         Ok(false) => {
-            tracing::debug!(webhook = hook.id, "webhook lease lost or webhook removed meanwhile")
+            tracing::debug!(
+                webhook = hook.id,
+                "webhook lease lost or webhook removed meanwhile"
+            )
         }
         Err(e) => e.log_if_internal(),
     }

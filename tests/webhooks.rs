@@ -65,9 +65,7 @@ impl Receiver {
             script: Arc::new(Mutex::new(script.iter().copied().collect())),
             otherwise,
         };
-        let app = Router::new()
-            .fallback(receive)
-            .with_state(shared.clone());
+        let app = Router::new().fallback(receive).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
@@ -89,12 +87,7 @@ impl Receiver {
     }
 }
 
-async fn receive(
-    State(s): State<Shared>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn receive(State(s): State<Shared>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().to_owned();
     let headers: HashMap<String, String> = headers
         .iter()
@@ -152,7 +145,10 @@ fn discord(h: &HashMap<String, String>, body: &[u8]) -> (u16, String) {
     if is_json(h) && !content.is_empty() && content.chars().count() <= 2000 {
         (204, String::new())
     } else {
-        (400, r#"{"message": "Cannot send an empty message", "code": 50006}"#.into())
+        (
+            400,
+            r#"{"message": "Cannot send an empty message", "code": 50006}"#.into(),
+        )
     }
 }
 
@@ -187,7 +183,10 @@ fn python() -> String {
 
 /// Runs tests/python/standard_webhooks.py with `args`; its stdout as JSON.
 async fn reference(args: &[&str]) -> Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/standard_webhooks.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/standard_webhooks.py"
+    );
     let out = tokio::process::Command::new(python())
         .arg(script)
         .args(args)
@@ -229,7 +228,10 @@ async fn settled(s: &TestServer, ok: impl Fn(&[Webhook]) -> bool) -> Vec<Webhook
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("the webhooks did not settle: {:?}", s.store.list_webhooks().await.unwrap());
+    panic!(
+        "the webhooks did not settle: {:?}",
+        s.store.list_webhooks().await.unwrap()
+    );
 }
 
 /// The event id a Standard Webhooks delivery carries.
@@ -255,7 +257,9 @@ async fn standard_signature_verifies_with_the_reference_library() {
     let hook = add_webhook(&s, &["--room", "lab", "--url", &format!("{}/in", rx.url)]).await;
     let secret = hook["secret"].as_str().expect("a secret is shown once");
     assert!(secret.starts_with("whsec_"), "{secret}");
-    alice.call("post_message", json!({"body": "just chatting"})).await;
+    alice
+        .call("post_message", json!({"body": "just chatting"}))
+        .await;
     alice
         .call("post_message", json!({"body": "@bob the build is red"}))
         .await;
@@ -277,7 +281,10 @@ async fn standard_signature_verifies_with_the_reference_library() {
     // A forged body does not verify.
     std::fs::write(&body_file, b"{\"kind\":\"message\"}").unwrap();
     let out = tokio::process::Command::new(python())
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/standard_webhooks.py"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/standard_webhooks.py"
+        ))
         .args(["verify", secret, body_file.to_str().unwrap(), &headers])
         .output()
         .await
@@ -300,7 +307,18 @@ async fn fail_twice_then_succeed_is_delivered_once_more() {
     let s = TestServer::start_at(clock.clone(), |_| {}).await;
     let alice = s.agent("alice", "ops").await;
     let rx = Receiver::start(&[500, 503], 200).await;
-    add_webhook(&s, &["--room", "ops", "--url", &rx.url, "--events", "task_created"]).await;
+    add_webhook(
+        &s,
+        &[
+            "--room",
+            "ops",
+            "--url",
+            &rx.url,
+            "--events",
+            "task_created",
+        ],
+    )
+    .await;
     created(&alice, "first").await;
     let first = rx.wait(1).await;
     assert_eq!(first[0].status, 500);
@@ -316,7 +334,11 @@ async fn fail_twice_then_succeed_is_delivered_once_more() {
     assert!(third.iter().all(|h| event_id(h) == first_event));
     created(&alice, "second").await;
     let fourth = rx.wait(4).await;
-    assert_ne!(event_id(&fourth[3]), first_event, "a delivered event came again");
+    assert_ne!(
+        event_id(&fourth[3]),
+        first_event,
+        "a delivered event came again"
+    );
     assert_eq!(fourth[3].json()["data"]["title"], "second");
     settled(&s, |h| h[0].delivered == 2).await;
     let listed = list_webhooks(&s).await;
@@ -334,7 +356,18 @@ async fn order_is_kept_per_webhook() {
     let s = TestServer::start_at(clock.clone(), |_| {}).await;
     let alice = s.agent("alice", "ops").await;
     let rx = Receiver::start(&[500], 200).await;
-    add_webhook(&s, &["--room", "ops", "--url", &rx.url, "--events", "task_created"]).await;
+    add_webhook(
+        &s,
+        &[
+            "--room",
+            "ops",
+            "--url",
+            &rx.url,
+            "--events",
+            "task_created",
+        ],
+    )
+    .await;
     for t in ["a", "b", "c", "d"] {
         created(&alice, t).await;
     }
@@ -359,7 +392,11 @@ async fn a_restart_mid_retry_still_delivers() {
         None => None,
     };
     let dir = tempfile::tempdir().unwrap();
-    let db_path = dir.path().join("chatroom.db").to_string_lossy().into_owned();
+    let db_path = dir
+        .path()
+        .join("chatroom.db")
+        .to_string_lossy()
+        .into_owned();
     let config = || {
         let mut c = Config::for_tests(&db_path);
         c.database_url = pg.as_ref().map(|p| p.url.clone());
@@ -388,13 +425,24 @@ async fn a_restart_mid_retry_still_delivers() {
         HashMap::from([("CHATROOM_DB", db_path.clone())])
     };
     let (code, _, err) = run_cli(
-        &["admin", "add-webhook", "--room", "ops", "--url", &rx.url, "--events", "all"],
+        &[
+            "admin",
+            "add-webhook",
+            "--room",
+            "ops",
+            "--url",
+            &rx.url,
+            "--events",
+            "all",
+        ],
         &env,
     )
     .await;
     assert_eq!(code, 0, "{err}");
     let alice = McpClient::new(&first.url, token.expose());
-    alice.call("post_message", json!({"body": "deploy done"})).await;
+    alice
+        .call("post_message", json!({"body": "deploy done"}))
+        .await;
     let failed = rx.wait(1).await;
     assert_eq!(failed[0].status, 500);
     // Stopped once the failure is written (a lease held by a vanished
@@ -455,7 +503,18 @@ async fn a_failing_webhook_is_paused_after_fifty_failures() {
     let s = TestServer::start_at(clock.clone(), |_| {}).await;
     let alice = s.agent("alice", "ops").await;
     let rx = Receiver::start(&[], 500).await;
-    add_webhook(&s, &["--room", "ops", "--url", &rx.url, "--events", "task_created"]).await;
+    add_webhook(
+        &s,
+        &[
+            "--room",
+            "ops",
+            "--url",
+            &rx.url,
+            "--events",
+            "task_created",
+        ],
+    )
+    .await;
     for t in ["one", "two", "three"] {
         created(&alice, t).await;
     }
@@ -503,7 +562,14 @@ async fn each_preset_is_accepted_by_its_service_shape() {
     ] {
         let hook = add_webhook(
             &s,
-            &["--room", "home", "--url", &format!("{}{path}", rx.url), "--format", format],
+            &[
+                "--room",
+                "home",
+                "--url",
+                &format!("{}{path}", rx.url),
+                "--format",
+                format,
+            ],
         )
         .await;
         assert!(hook["secret"].is_null(), "a preset has no signing secret");
@@ -511,21 +577,38 @@ async fn each_preset_is_accepted_by_its_service_shape() {
     created(&alice, "backup failed on nas").await;
     let hits = rx.wait(4).await;
     for h in &hits {
-        assert!(h.status < 300, "{} refused: {:?}", h.path, String::from_utf8_lossy(&h.body));
+        assert!(
+            h.status < 300,
+            "{} refused: {:?}",
+            h.path,
+            String::from_utf8_lossy(&h.body)
+        );
         let text = String::from_utf8_lossy(&h.body);
         assert!(text.contains("backup failed on nas"), "{}: {text}", h.path);
     }
     settled(&s, |h| h.iter().all(|w| w.delivered == 1)).await;
     let listed = list_webhooks(&s).await;
     // Tokens in Discord and Slack URLs are not shown.
-    assert!(!listed.iter().any(|w| w["url"].as_str().unwrap().contains("tok")));
+    assert!(
+        !listed
+            .iter()
+            .any(|w| w["url"].as_str().unwrap().contains("tok"))
+    );
     s.stop().await;
 }
 
 /// `admin add-inbound … --json`.
 async fn add_inbound(s: &TestServer, room: &str, agent: &str) -> (String, String) {
     let (code, out, err) = run_cli(
-        &["admin", "add-inbound", "--room", room, "--agent", agent, "--json"],
+        &[
+            "admin",
+            "add-inbound",
+            "--room",
+            room,
+            "--agent",
+            agent,
+            "--json",
+        ],
         &s.cli_env(),
     )
     .await;
@@ -576,17 +659,26 @@ async fn inbound_bearer_and_standard_webhooks() {
     assert_eq!(read["messages"][0]["body"], "nightly backup failed");
     assert!(read["untrusted_content_warning"].is_string(), "{read}");
     // Standard Webhooks, signed by the reference library.
-    let body = r#"{"task": {"title": "restore the backup", "body": "disk full", "priority": "high"}}"#;
+    let body =
+        r#"{"task": {"title": "restore the backup", "body": "disk full", "priority": "high"}}"#;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("body");
     std::fs::write(&file, body).unwrap();
     let signed = reference(&["sign", &secret, "msg_42", file.to_str().unwrap()]).await;
     let h = |k: &str| signed[k].as_str().unwrap().to_owned();
-    let (id, ts, sig) = (h("webhook-id"), h("webhook-timestamp"), h("webhook-signature"));
+    let (id, ts, sig) = (
+        h("webhook-id"),
+        h("webhook-timestamp"),
+        h("webhook-signature"),
+    );
     let status = post_inbound(
         &s,
         &path,
-        &[("webhook-id", &id), ("webhook-timestamp", &ts), ("webhook-signature", &sig)],
+        &[
+            ("webhook-id", &id),
+            ("webhook-timestamp", &ts),
+            ("webhook-signature", &sig),
+        ],
         body,
     )
     .await;
@@ -596,23 +688,51 @@ async fn inbound_bearer_and_standard_webhooks() {
     assert_eq!(tasks["tasks"][0]["created_by"], "ci");
     assert_eq!(tasks["tasks"][0]["priority"], "high");
     // Refused: a wrong secret, a signature over another body, nothing at all.
-    let before = messages(&reader).await["messages"].as_array().unwrap().len();
+    let before = messages(&reader).await["messages"]
+        .as_array()
+        .unwrap()
+        .len();
     let refused = [
-        post_inbound(&s, &path, &[("authorization", "Bearer whsec_wrong")], r#"{"message": "x"}"#).await,
         post_inbound(
             &s,
             &path,
-            &[("webhook-id", &id), ("webhook-timestamp", &ts), ("webhook-signature", &sig)],
+            &[("authorization", "Bearer whsec_wrong")],
+            r#"{"message": "x"}"#,
+        )
+        .await,
+        post_inbound(
+            &s,
+            &path,
+            &[
+                ("webhook-id", &id),
+                ("webhook-timestamp", &ts),
+                ("webhook-signature", &sig),
+            ],
             r#"{"message": "tampered"}"#,
         )
         .await,
         post_inbound(&s, &path, &[], r#"{"message": "x"}"#).await,
-        post_inbound(&s, "/v1/inbound/in_nosuchkey", &[("authorization", &bearer)], r#"{"message": "x"}"#).await,
+        post_inbound(
+            &s,
+            "/v1/inbound/in_nosuchkey",
+            &[("authorization", &bearer)],
+            r#"{"message": "x"}"#,
+        )
+        .await,
     ];
     assert_eq!(refused, [401, 401, 401, 401]);
-    let after = messages(&reader).await["messages"].as_array().unwrap().len();
+    let after = messages(&reader).await["messages"]
+        .as_array()
+        .unwrap()
+        .len();
     assert_eq!(before, after, "a refused request changed something");
-    assert_eq!(reader.call("list_tasks", json!({})).await["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        reader.call("list_tasks", json!({})).await["tasks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     s.stop().await;
 }
 
@@ -642,8 +762,14 @@ async fn inbound_github_signature() {
     let path = "/v1/inbound/in_githubvector";
     let vector = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
     let hub = |sig: &'static str| [("x-hub-signature-256", sig), ("x-github-event", "push")];
-    assert_eq!(post_inbound(&s, path, &hub(vector), "Hello, World!").await, 400);
-    assert_eq!(post_inbound(&s, path, &hub(vector), "Hello, World?").await, 401);
+    assert_eq!(
+        post_inbound(&s, path, &hub(vector), "Hello, World!").await,
+        400
+    );
+    assert_eq!(
+        post_inbound(&s, path, &hub(vector), "Hello, World?").await,
+        401
+    );
     let push = json!({
         "ref": "refs/heads/main",
         "repository": {"full_name": "acme/nas"},
@@ -667,7 +793,10 @@ async fn inbound_github_signature() {
     let read = messages(&reader).await;
     assert_eq!(read["messages"].as_array().unwrap().len(), 1);
     let line = read["messages"][0]["body"].as_str().unwrap();
-    assert_eq!(line, "GitHub: dana pushed 1 commit to acme/nas main: fix the backup job");
+    assert_eq!(
+        line,
+        "GitHub: dana pushed 1 commit to acme/nas main: fix the backup job"
+    );
     assert_eq!(read["messages"][0]["author"], "github");
     s.stop().await;
 }
@@ -680,17 +809,21 @@ async fn a_quiet_task_is_stuck_once_per_period() {
     let clock = Clock::manual(now_ms());
     let s = TestServer::start_at(clock.clone(), |c| c.stuck_after = Duration::from_secs(60)).await;
     let worker = s.agent("worker", "ops").await;
-    let lead = s
-        .mcp(&s
-            .token_with(common::Grant {
-                agent: "boss".into(),
-                room: "ops".into(),
-                lead: true,
-                ..Default::default()
-            })
-            .await);
+    let lead = s.mcp(
+        &s.token_with(common::Grant {
+            agent: "boss".into(),
+            room: "ops".into(),
+            lead: true,
+            ..Default::default()
+        })
+        .await,
+    );
     let rx = Receiver::start(&[], 200).await;
-    add_webhook(&s, &["--room", "ops", "--url", &rx.url, "--events", "task_stuck"]).await;
+    add_webhook(
+        &s,
+        &["--room", "ops", "--url", &rx.url, "--events", "task_stuck"],
+    )
+    .await;
     let id = created(&worker, "migrate the db").await;
     worker.call("claim_task", json!({"task_id": id})).await;
     clock.advance(Duration::from_secs(61));
@@ -700,7 +833,10 @@ async fn a_quiet_task_is_stuck_once_per_period() {
     assert_eq!(hit["actor"], "chatroom");
     assert_eq!(hit["data"]["assignee"], "worker");
     let mentions = hit["data"]["mentions"].to_string();
-    assert!(mentions.contains("worker") && mentions.contains("boss"), "{mentions}");
+    assert!(
+        mentions.contains("worker") && mentions.contains("boss"),
+        "{mentions}"
+    );
     // A note is activity: the next quiet period gets its own event.
     worker
         .call("add_note", json!({"task_id": id, "body": "still on it"}))
@@ -727,7 +863,18 @@ async fn replicas_deliver_each_event_once() {
     let alice = s.agent("alice", "ops").await;
     let bob = other.agent("bob", "ops").await;
     let rx = Receiver::start(&[], 200).await;
-    add_webhook(&s, &["--room", "ops", "--url", &rx.url, "--events", "task_created"]).await;
+    add_webhook(
+        &s,
+        &[
+            "--room",
+            "ops",
+            "--url",
+            &rx.url,
+            "--events",
+            "task_created",
+        ],
+    )
+    .await;
     for i in 0..10 {
         let c = if i % 2 == 0 { &alice } else { &bob };
         created(c, &format!("t{i}")).await;
@@ -761,5 +908,92 @@ async fn the_servers_own_address_is_refused() {
         hooks[0].last_status.as_deref(),
         Some("refused: the server's own address")
     );
+    s.stop().await;
+}
+
+/// The console lists, adds and removes webhooks and inbound URLs; a new
+/// secret is answered once and never appears in the state.
+#[tokio::test]
+async fn the_console_adds_lists_and_removes() {
+    let s = TestServer::start_with(|c| c.admin_api = true).await;
+    s.room("ops").await;
+    let admin = s
+        .token_with(common::Grant {
+            agent: "owner".into(),
+            room: "ops".into(),
+            admin: true,
+            all_rooms: true,
+            ..Default::default()
+        })
+        .await;
+    let http = reqwest::Client::new();
+    let send = |method: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut r = http
+            .request(method, format!("{}{path}", s.url))
+            .bearer_auth(&admin);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        async move {
+            let resp = r.send().await.unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (status, hook) = send(
+        reqwest::Method::POST,
+        "/v1/admin/webhooks",
+        Some(json!({"room": "ops", "url": "https://discord.com/api/webhooks/1/secret-token", "format": "discord"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{hook}");
+    let (status, signed) = send(
+        reqwest::Method::POST,
+        "/v1/admin/webhooks",
+        Some(json!({"room": "ops", "url": "http://192.168.1.20:8123/hook"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let secret = signed["secret"].as_str().unwrap().to_owned();
+    let (status, inbound) = send(
+        reqwest::Method::POST,
+        "/v1/admin/inbound",
+        Some(json!({"room": "ops", "agent": "ci"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let inbound_secret = inbound["secret"].as_str().unwrap().to_owned();
+    let (_, state) = send(reqwest::Method::GET, "/v1/admin/state", None).await;
+    let text = state["hooks"].to_string();
+    assert_eq!(state["hooks"]["webhooks"].as_array().unwrap().len(), 2);
+    assert_eq!(state["hooks"]["inbound"][0]["agent"], "ci");
+    for hidden in [secret.as_str(), inbound_secret.as_str(), "secret-token"] {
+        assert!(!text.contains(hidden), "{hidden} is shown in {text}");
+    }
+    let (status, removed) = send(
+        reqwest::Method::DELETE,
+        &format!("/v1/admin/webhooks/{}", hook["id"]),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{removed}");
+    let key = inbound["key"].as_str().unwrap();
+    let (status, _) = send(
+        reqwest::Method::DELETE,
+        &format!("/v1/admin/inbound/{key}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, state) = send(reqwest::Method::GET, "/v1/admin/state", None).await;
+    assert_eq!(state["hooks"]["webhooks"].as_array().unwrap().len(), 1);
+    assert!(state["hooks"]["inbound"].as_array().unwrap().is_empty());
+    let (status, _) = send(
+        reqwest::Method::POST,
+        "/v1/admin/webhooks",
+        Some(json!({"room": "ops", "url": "ftp://x", "format": "standard"})),
+    )
+    .await;
+    assert_eq!(status, 400);
     s.stop().await;
 }

@@ -303,7 +303,9 @@ fn database(args: &AdminArgs) -> (String, String) {
 
 async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result<ExitCode> {
     match command {
-        AdminCommand::Webhooks(c) => return super::admin_webhooks::execute(store.as_ref(), c).await,
+        AdminCommand::Webhooks(c) => {
+            return super::admin_webhooks::execute(store.as_ref(), c).await;
+        }
         AdminCommand::Init => {
             store.health().await?;
             println!("database ready");

@@ -82,7 +82,8 @@ pub async fn execute(store: &dyn Store, command: WebhookCommand) -> anyhow::Resu
             format,
             json,
         } => {
-            let hook = webhooks::add_webhook(store, &room, &url, &format, &events, now_ms()).await?;
+            let hook =
+                webhooks::add_webhook(store, &room, &url, &format, &events, now_ms()).await?;
             if json {
                 println!(
                     "{}",
@@ -158,8 +159,13 @@ pub async fn execute(store: &dyn Store, command: WebhookCommand) -> anyhow::Resu
                            "url": url, "secret": i.secret})
                 );
             } else {
-                println!("url: {}", url.unwrap_or_else(|| format!("http://HOST:PORT{path}")));
-                eprintln!("its secret (shown once): send it as Authorization: Bearer, or sign with it");
+                println!(
+                    "url: {}",
+                    url.unwrap_or_else(|| format!("http://HOST:PORT{path}"))
+                );
+                eprintln!(
+                    "its secret (shown once): send it as Authorization: Bearer, or sign with it"
+                );
                 println!("secret: {}", i.secret);
             }
         }
@@ -168,9 +174,14 @@ pub async fn execute(store: &dyn Store, command: WebhookCommand) -> anyhow::Resu
             if json {
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else if list.is_empty() {
-                println!("no inbound URLs yet: chatroom admin add-inbound --room ROOM --agent NAME");
+                println!(
+                    "no inbound URLs yet: chatroom admin add-inbound --room ROOM --agent NAME"
+                );
             } else {
-                println!("{:<28} {:<16} {:<16} {}", "KEY", "ROOM", "AGENT", "LAST USED");
+                println!(
+                    "{:<28} {:<16} {:<16} {}",
+                    "KEY", "ROOM", "AGENT", "LAST USED"
+                );
                 for i in list {
                     println!(
                         "{:<28} {:<16} {:<16} {}",

@@ -164,7 +164,8 @@ pub fn new_inbound_key() -> String {
 /// a secret not in that form, its bytes).
 fn signing_key(secret: &str) -> Vec<u8> {
     let body = secret.strip_prefix("whsec_").unwrap_or(secret);
-    B64.decode(body).unwrap_or_else(|_| secret.as_bytes().to_vec())
+    B64.decode(body)
+        .unwrap_or_else(|_| secret.as_bytes().to_vec())
 }
 
 /// The Standard Webhooks signature of a message: `v1,` and the base64
@@ -288,10 +289,15 @@ pub fn message_id(hook: &Webhook, e: &Event) -> String {
 /// A header value keeps to printable ASCII.
 fn ascii(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
         .collect()
 }
-
 
 /// Adds a webhook on `room` (which must exist), for the CLI and the console.
 pub async fn add_webhook(
@@ -490,7 +496,9 @@ pub fn github_line(kind: &str, v: &Value) -> Option<String> {
         ),
         "issues" => format!(
             "GitHub: issue #{} {} on {repo} by {}: {} {}",
-            v.pointer("/issue/number").and_then(Value::as_i64).unwrap_or(0),
+            v.pointer("/issue/number")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
             s("/action"),
             s("/issue/user/login"),
             s("/issue/title"),
@@ -512,8 +520,16 @@ mod tests {
     #[test]
     fn github_test_vector() {
         let sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
-        assert!(github_ok("It's a Secret to Everybody", sig, b"Hello, World!"));
-        assert!(!github_ok("It's a Secret to Everybody", sig, b"Hello, World?"));
+        assert!(github_ok(
+            "It's a Secret to Everybody",
+            sig,
+            b"Hello, World!"
+        ));
+        assert!(!github_ok(
+            "It's a Secret to Everybody",
+            sig,
+            b"Hello, World?"
+        ));
         assert!(!github_ok("another secret", sig, b"Hello, World!"));
     }
 

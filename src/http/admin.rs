@@ -16,6 +16,7 @@
 
 mod posture;
 pub mod setup;
+mod webhooks;
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -52,6 +53,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/v1/admin/tokens/revoke", post(revoke_tokens))
         .route("/v1/admin/tokens/purge", post(purge_tokens))
         .route("/v1/admin/connect", post(connect_app))
+        .route("/v1/admin/webhooks", post(webhooks::add_webhook))
+        .route("/v1/admin/webhooks/{id}", delete(webhooks::remove_webhook))
+        .route("/v1/admin/inbound", post(webhooks::add_inbound))
+        .route("/v1/admin/inbound/{key}", delete(webhooks::remove_inbound))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             crate::auth::body::body_guard,
@@ -306,6 +311,7 @@ async fn get_state(
         "enabled": state.config.oauth,
         "grants": store.oauth_list_grants().await?,
     });
+    view["hooks"] = webhooks::view(&state).await?;
     Ok(Json(view))
 }
 

@@ -76,8 +76,13 @@ async fn inbound(
     let ask = parse_ask(&body, headers.github_event.as_deref())?;
     let call = Call::new(caller(&hook), "v1:inbound");
     let room = hook.room.clone();
-    let answer = admit(&s, &call, Meter::Requests, Some(room.clone()), None, async || {
-        match ask {
+    let answer = admit(
+        &s,
+        &call,
+        Meter::Requests,
+        Some(room.clone()),
+        None,
+        async || match ask {
             Ask::Message(text) => {
                 let posted = s.core.post_message(&call, Some(&room), &text, None).await?;
                 Ok(json!({"room": room, "message_id": posted.message.id}))
@@ -97,10 +102,15 @@ async fn inbound(
                 Ok(json!({"room": room, "task_id": task.id}))
             }
             Ask::Nothing => Ok(json!({"room": room, "ignored": true})),
-        }
-    })
+        },
+    )
     .await?;
-    if let Err(e) = s.core.store.touch_inbound(hook.id, s.core.clock.now_ms()).await {
+    if let Err(e) = s
+        .core
+        .store
+        .touch_inbound(hook.id, s.core.clock.now_ms())
+        .await
+    {
         e.log_if_internal();
     }
     let status = if answer.get("ignored").is_some() {
@@ -130,11 +140,7 @@ fn caller(hook: &Inbound) -> Caller {
 }
 
 fn inbound_headers(h: &HeaderMap) -> InboundHeaders {
-    let get = |name: &str| {
-        h.get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
+    let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     InboundHeaders {
         authorization: get("authorization"),
         webhook_id: get("webhook-id"),

@@ -164,7 +164,14 @@ impl WebhookStore for SqliteStore {
                 c,
                 "INSERT INTO inbound_hooks (key, room, agent, secret, secret_hash, created_ts) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
-                params![i.key, i.room, i.agent, i.secret, i.secret_hash, i.created_ts],
+                params![
+                    i.key,
+                    i.room,
+                    i.agent,
+                    i.secret,
+                    i.secret_hash,
+                    i.created_ts
+                ],
                 |r| r.get(0),
             )?
             .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))
@@ -191,7 +198,11 @@ impl WebhookStore for SqliteStore {
         self.read(|c| {
             rows(
                 c,
-                concat!("SELECT ", inbound_columns!(), " FROM inbound_hooks ORDER BY id"),
+                concat!(
+                    "SELECT ",
+                    inbound_columns!(),
+                    " FROM inbound_hooks ORDER BY id"
+                ),
                 [],
                 inbound_from_row,
             )
