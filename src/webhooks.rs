@@ -40,8 +40,9 @@ const IDLE_LOOK: Duration = Duration::from_secs(30);
 const LEASE_MS: i64 = 60_000;
 /// A lease's work stops after this long (the rest follows on the next).
 const LEASE_WORK: Duration = Duration::from_secs(30);
-/// Webhooks delivered to at once, at most.
-const IN_FLIGHT: usize = 32;
+/// Webhooks delivered to at once, at most: deliveries take a bounded share
+/// of the server (a backlog waits in the database instead).
+const IN_FLIGHT: usize = 8;
 /// Events read per look.
 const PAGE: i64 = 100;
 

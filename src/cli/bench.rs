@@ -15,6 +15,9 @@ use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+#[path = "bench_webhooks.rs"]
+mod webhooks;
+
 #[derive(Args)]
 pub struct BenchArgs {
     /// Base URL of the server under test (without /mcp). Give it once per
@@ -93,6 +96,9 @@ enum Scenario {
     /// 15 calls one after another and 16 at once on that one cursor (as the
     /// prompt hook and the agent share one).
     Growth,
+    /// Extra: delivery from `post_message` to a webhook receiver, and
+    /// `post_message` with 100 webhooks on the room (`bench_webhooks.rs`).
+    Webhooks,
     All,
 }
 
@@ -491,6 +497,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             Scenario::Search => search(&agents, args.concurrency, duration, args.foreign).await?,
             Scenario::Growth => growth(&agents, args.concurrency, &args.backlog, args.json).await?,
+            Scenario::Webhooks => webhooks::run(&agents, args.concurrency, duration).await?,
             Scenario::All | Scenario::Baseline => unreachable!(),
         };
         if let Some(b) = baseline
