@@ -87,11 +87,8 @@ pub async fn run(core: Core, listen: SocketAddr) {
             }
             _ = tick.tick() => {}
         }
-        loop {
-            match rx.try_recv() {
-                Ok(_) | Err(TryRecvError::Lagged(_)) => dirty = true,
-                Err(_) => break,
-            }
+        while let Ok(_) | Err(TryRecvError::Lagged(_)) = rx.try_recv() {
+            dirty = true;
         }
         let now = core.clock.now_ms();
         let due = next_due.is_some_and(|d| d <= now);

@@ -114,8 +114,8 @@ pub async fn execute(store: &dyn Store, command: WebhookCommand) -> anyhow::Resu
                 println!("no webhooks yet: chatroom admin add-webhook --room ROOM --url URL");
             } else {
                 println!(
-                    "{:>4} {:<16} {:<14} {:<8} {:>9} {:>8} {:<24} {}",
-                    "ID", "ROOM", "FORMAT", "STATUS", "DELIVERED", "FAILURES", "LAST", "URL"
+                    "{:>4} {:<16} {:<14} {:<8} {:>9} {:>8} {:<24} URL",
+                    "ID", "ROOM", "FORMAT", "STATUS", "DELIVERED", "FAILURES", "LAST"
                 );
                 for h in list {
                     let last = match (&h.last_ts, &h.last_status) {
@@ -178,10 +178,7 @@ pub async fn execute(store: &dyn Store, command: WebhookCommand) -> anyhow::Resu
                     "no inbound URLs yet: chatroom admin add-inbound --room ROOM --agent NAME"
                 );
             } else {
-                println!(
-                    "{:<28} {:<16} {:<16} {}",
-                    "KEY", "ROOM", "AGENT", "LAST USED"
-                );
+                println!("{:<28} {:<16} {:<16} LAST USED", "KEY", "ROOM", "AGENT");
                 for i in list {
                     println!(
                         "{:<28} {:<16} {:<16} {}",
