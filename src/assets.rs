@@ -98,6 +98,11 @@ pub const UI: &[Asset] = &[
 /// `web/admin/`: the console's script and stylesheet, at `/admin/*`.
 pub const ADMIN: &[Asset] = &[
     asset!("/admin/app.js", JS, include_str!("../web/admin/app.js")),
+    asset!(
+        "/admin/webhooks.js",
+        JS,
+        include_str!("../web/admin/webhooks.js")
+    ),
     asset!("/admin/app.css", CSS, include_str!("../web/admin/app.css")),
 ];
 

@@ -27,10 +27,12 @@ pub struct Background {
 }
 
 impl Background {
-    /// Starts the MQTT bridge (if configured), the loops and the audit writer.
+    /// Starts the MQTT bridge (if configured), the loops and the audit
+    /// writer; `listen` is where the server listens (no webhook may call it).
     pub fn start(
         state: &AppState,
         audit_rx: mpsc::UnboundedReceiver<AuditRow>,
+        listen: std::net::SocketAddr,
     ) -> anyhow::Result<Background> {
         let bridge = match &state.config.mqtt {
             Some(mqtt) => Some(crate::mqtt::spawn(
@@ -59,6 +61,21 @@ impl Background {
                 }
             }
         });
+        // Webhooks out: delivered from the queue in the database.
+        loops.spawn(crate::webhooks::run(core.clone(), listen));
+        // Stuck tasks: looked for a few times per stuck period.
+        let (c, after) = (core.clone(), state.config.stuck_after);
+        if !after.is_zero() {
+            let period = (after / 120).clamp(Duration::from_secs(1), Duration::from_secs(60));
+            every(&mut loops, shutdown, period, move || {
+                let core = c.clone();
+                async move {
+                    if let Err(e) = core.sweep_stuck(after).await {
+                        e.log_if_internal();
+                    }
+                }
+            });
+        }
         // Revoked tokens: their open streams and parked waits end.
         let (c, streams) = (core.clone(), state.streams.clone());
         every(

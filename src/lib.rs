@@ -36,6 +36,7 @@
 //! - [`assets`]: the embedded web tree (`web/`: shared modules and look,
 //!   dashboard, console, the board app's parts, the pages' style).
 //! - [`mqtt`]: the MQTT bridge.
+//! - [`webhooks`]: webhooks out, the other consumer of the event bus.
 //! - [`cli`]: the `chatroom` command line.
 #![forbid(unsafe_code)]
 
@@ -55,3 +56,4 @@ pub mod present;
 pub mod secret;
 pub mod server;
 pub mod state;
+pub mod webhooks;

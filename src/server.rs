@@ -57,7 +57,8 @@ pub async fn launch_at(
             crate::error::Error::Internal(cause) => cause.context("cannot start the event relay"),
             other => anyhow::anyhow!("cannot start the event relay: {other}"),
         })?;
-    let background = Background::start(&state, audit_rx)?;
+    // Where it really listens (port 0 picks one): webhooks never call it.
+    let background = Background::start(&state, audit_rx, listener.local_addr()?)?;
     let app = router(state.clone());
     tracing::info!(
         listen = %listener.local_addr()?,

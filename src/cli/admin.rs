@@ -33,6 +33,8 @@ pub struct AdminArgs {
 enum AdminCommand {
     /// Create the database (and migrate it) if needed.
     Init,
+    #[command(flatten)]
+    Webhooks(super::admin_webhooks::WebhookCommand),
     /// Create a room.
     AddRoom {
         /// Room name: 1-64 chars of A-Z a-z 0-9 - _ . (kept as written)
@@ -265,6 +267,9 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
     let core = Core::offline(store);
     let owner = Owner::cli();
     match command {
+        AdminCommand::Webhooks(c) => {
+            return super::admin_webhooks::execute(&core, &owner, c).await;
+        }
         AdminCommand::Init => {
             core.store.health().await?;
             println!("database ready");

@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 
 #[path = "bench_push.rs"]
 mod push;
+#[path = "bench_webhooks.rs"]
+mod webhooks;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -102,6 +104,9 @@ enum Scenario {
     /// room; `--mentions` posts `@mention` their agents in turn, each timed
     /// to the notification on its channel's stdout (`bench_push.rs`).
     Channel,
+    /// Extra: delivery from `post_message` to a webhook receiver, and
+    /// `post_message` with 100 webhooks on the room (`bench_webhooks.rs`).
+    Webhooks,
     All,
 }
 
@@ -501,6 +506,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             Scenario::Search => search(&agents, args.concurrency, duration, args.foreign).await?,
             Scenario::Growth => growth(&agents, args.concurrency, &args.backlog, args.json).await?,
             Scenario::Channel => push::channel(&agents, args.concurrency, &args.push).await?,
+            Scenario::Webhooks => webhooks::run(&agents, args.concurrency, duration).await?,
             Scenario::All | Scenario::Baseline => unreachable!(),
         };
         if let Some(b) = baseline

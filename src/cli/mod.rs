@@ -2,6 +2,7 @@
 //! client-side helpers. Each subcommand parses, calls the library, prints.
 
 mod admin;
+mod admin_webhooks;
 mod bench;
 mod channel;
 mod channel_stream;

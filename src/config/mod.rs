@@ -73,6 +73,8 @@ pub struct Config {
     pub max_file_bytes: usize,
     pub prune: bool,
     pub prune_interval: Duration,
+    /// A task in progress this quiet is stuck (`CHATROOM_STUCK_AFTER`; zero: off).
+    pub stuck_after: Duration,
     pub mqtt: Option<MqttConfig>,
     pub log_filter: String,
     pub log_json: bool,
@@ -254,6 +256,9 @@ impl Config {
             max_file_bytes,
             prune: v.switch("CHATROOM_PRUNE"),
             prune_interval: seconds("CHATROOM_PRUNE_INTERVAL"),
+            stuck_after: Duration::from_secs(
+                parse::duration_secs(&v.string("CHATROOM_STUCK_AFTER")).expect("checked"),
+            ),
             mqtt,
             log_filter: v.string("CHATROOM_LOG"),
             log_json: v.string("CHATROOM_LOG_FORMAT") == "json",

@@ -75,6 +75,34 @@ pub(super) fn topic_prefix(v: &str) -> Result<String, String> {
     }
 }
 
+/// A length of time: a number of seconds, or one followed by `s`, `m`, `h`
+/// or `d` (`2h`, `90m`); `0` means off. Kept as written.
+pub(super) fn duration(v: &str) -> Result<String, String> {
+    duration_secs(v).map(|_| v.trim().to_owned())
+}
+
+/// The seconds a [`duration`] value stands for.
+pub fn duration_secs(v: &str) -> Result<u64, String> {
+    let v = v.trim().to_ascii_lowercase();
+    let (digits, unit) = match v.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => v.split_at(i),
+        None => (v.as_str(), "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| "must be a length of time such as 2h, 90m, 3600 or 0 (off)".to_string())?;
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err("must end in s, m, h or d (2h, 90m, 3600s), or be 0 (off)".into()),
+    };
+    n.checked_mul(per)
+        .filter(|s| *s <= 365 * 86_400)
+        .ok_or_else(|| "must be at most a year".into())
+}
+
 /// A `CHATROOM_LOG` value, kept as written once [`log_directives`] reads it.
 pub(super) fn log_filter(v: &str) -> Result<String, String> {
     log_directives(v).map(|_| v.to_owned())

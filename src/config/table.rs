@@ -381,6 +381,13 @@ pub const SETTINGS: &[Setting] = &[
         number(1, 7 * DAY),
         "seconds between two sweeps",
     ),
+    Setting::new(
+        Limits,
+        "CHATROOM_STUCK_AFTER",
+        "2h",
+        Custom(parse::duration),
+        "a task in progress this long without an update, note or lease renewal gets one task_stuck event (0: off)",
+    ),
     // --- MQTT bridge
     Setting::new(
         Mqtt,

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 mod cache;
 mod oauth;
 mod turns;
+mod webhooks;
 mod writer;
 
 use cache::{Cache, Lookup};

@@ -20,7 +20,10 @@ pub mod profile;
 pub mod push;
 pub mod rooms;
 pub mod store;
+pub mod store_webhooks;
+pub mod stuck;
 pub mod tokens;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -32,11 +32,12 @@ pub enum EventKind {
     FileDeleted,
     RoomInfoUpdated,
     RetentionSet,
+    TaskStuck,
 }
 
 impl EventKind {
     /// Every kind there is.
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 15] = [
         EventKind::Message,
         EventKind::TaskCreated,
         EventKind::TaskClaimed,
@@ -51,6 +52,7 @@ impl EventKind {
         EventKind::FileDeleted,
         EventKind::RoomInfoUpdated,
         EventKind::RetentionSet,
+        EventKind::TaskStuck,
     ];
 
     /// The name events are stored and shown under.
@@ -70,6 +72,7 @@ impl EventKind {
             EventKind::FileDeleted => "file_deleted",
             EventKind::RoomInfoUpdated => "room_info_updated",
             EventKind::RetentionSet => "retention_set",
+            EventKind::TaskStuck => "task_stuck",
         }
     }
 

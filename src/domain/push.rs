@@ -136,7 +136,7 @@ pub fn actionable(e: &Event, to: Recipient<'_>) -> Option<Reason> {
     match e.kind.as_str() {
         "message" if mentioned => Some(Reason::Mention),
         "message" if is("reply_to_author") => Some(Reason::Reply),
-        "note_added" if mentioned => Some(Reason::Mention),
+        "note_added" | "task_stuck" if mentioned => Some(Reason::Mention),
         "note_added" if is("assignee") || is("previous_assignee") => Some(Reason::Reply),
         "task_created" if is("assignee") => Some(Reason::Assigned),
         "task_reviewed" if d["approve"].as_bool() == Some(false) && is("previous_assignee") => {

@@ -16,7 +16,7 @@ use crate::error::Result;
 /// the events, mentions and audit row that go with it, stamped with `now`.
 /// The store writes both in one transaction and decides nothing itself.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: crate::domain::store_webhooks::WebhookStore + Send + Sync + 'static {
     /// `Ok` when the database answers.
     async fn health(&self) -> Result<()>;
 

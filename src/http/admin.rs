@@ -16,6 +16,7 @@
 
 mod posture;
 pub mod setup;
+mod webhooks;
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -57,6 +58,10 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(revoke_tokens))
         .routes(routes!(purge_tokens))
         .routes(routes!(connect_app))
+        .routes(routes!(webhooks::add_webhook))
+        .routes(routes!(webhooks::remove_webhook))
+        .routes(routes!(webhooks::add_inbound))
+        .routes(routes!(webhooks::remove_inbound))
 }
 
 /// Every route of the console, each behind the gates above.
@@ -311,6 +316,7 @@ async fn get_state(
         "enabled": state.config.oauth,
         "grants": store.oauth_list_grants().await?,
     });
+    view["hooks"] = webhooks::view(&state).await?;
     Ok(Json(view))
 }
 

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod extract;
+pub mod inbound;
 pub mod oauth;
 pub mod openapi;
 pub mod pages;
@@ -27,6 +28,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/", axum::routing::get(root))
         .merge(openapi::api().split_for_parts().0)
         .merge(rest::routes(state.clone()))
+        .merge(inbound::routes())
         .merge(ui::routes(state.clone()))
         .merge(admin::routes(state.clone()))
         .merge(shared::routes())

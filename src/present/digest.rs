@@ -177,6 +177,11 @@ pub fn what(e: &Event, agent: &str) -> String {
         ),
         "task_cancelled" => format!("cancelled {} [{}]", task(), state()),
         "task_lease_expired" => format!("lease lapsed on {} [{}]", task(), state()),
+        "task_stuck" => format!(
+            "{} is stuck: no activity since {}{mention}",
+            task(),
+            text("stuck_since")
+        ),
         "file_added" => format!(
             "shared file #{} \"{}\" ({} bytes)",
             d["file_id"].as_i64().unwrap_or(0),

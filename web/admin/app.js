@@ -8,6 +8,7 @@
 import { $, clear, el } from '/assets/dom.js';
 import { stamp as when } from '/assets/time.js';
 import { api as call } from '/assets/api.js';
+import { renderHooks, wireHooks } from '/admin/webhooks.js';
 
 const KEY = 'chatroom-admin-token';
 let current = null; // the last /v1/admin/state answer
@@ -107,7 +108,7 @@ function showLogin(message) {
 function signOut(message) {
   sessionStorage.removeItem(KEY);
   current = null;
-  for (const id of ['rooms', 'tokens', 'log', 'posture', 'counts']) clear($(id));
+  for (const id of ['rooms', 'tokens', 'webhooks', 'inbound', 'log', 'posture', 'counts']) clear($(id));
   showLogin(message);
   return null;
 }
@@ -131,6 +132,7 @@ async function load() {
   renderPosture(state.posture);
   renderRooms(state.rooms);
   renderTokens(state.tokens, state.you);
+  renderHooks(state.hooks, state.rooms, api, act);
   renderLog(state.log);
   return state;
 }
@@ -387,6 +389,7 @@ function formValue(form, name) {
 function optional(v) { return v === '' ? undefined : v; }
 
 document.addEventListener('DOMContentLoaded', () => {
+  wireHooks(api, act);
   $('login-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const token = $('login-token').value.trim();

@@ -1,7 +1,7 @@
 // chatroom dashboard: the activity feed: one line per room event.
 import { $, el } from '/assets/dom.js';
 import { clock, parseTs } from '/assets/time.js';
-import { openTask, showTask } from './board.js';
+import { openTask, renderBoard, showTask } from './board.js';
 import { refreshRoomsSoon, seen } from './rooms.js';
 import { flat, MAX_ACTIVITY, state, STATUS } from './state.js';
 
@@ -22,12 +22,18 @@ export const VERBS = {
   file_deleted: 'deleted',
   room_info_updated: 'updated the room info',
   retention_set: 'set retention',
+  task_stuck: 'flagged as stuck',
 };
 
 export function addActivity(e) {
   if (state.activity.has(e.id)) return;
   state.activity.add(e.id);
   state.lastEvent = Math.max(state.lastEvent || 0, e.id);
+  if (e.kind === 'task_stuck' && e.task_id) {
+    // The card shows a badge until the task moves again.
+    state.stuck[e.task_id] = e.ts;
+    renderBoard();
+  }
   const d = e.data || {};
   let what = '';
   if (e.kind.startsWith('file_')) what = (d.name || 'a file') + (e.task_id ? ' on #' + e.task_id : '');

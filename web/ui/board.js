@@ -62,6 +62,10 @@ export function card(t) {
     const late = parseTs(t.lease_expires_ts) < Date.now();
     meta.push(el('span', { class: 'chip lease' + (late ? ' late' : ''), 'data-lease': t.lease_expires_ts, title: 'lease ends ' + new Date(parseTs(t.lease_expires_ts)).toLocaleString() }, leaseShort(t.lease_expires_ts)));
   }
+  const stuck = state.stuck[t.id];
+  if (stuck && t.status === 'in_progress' && parseTs(stuck) >= parseTs(t.updated_ts)) {
+    meta.push(el('span', { class: 'chip stuck', title: 'no update, note or lease renewal for a while (since ' + new Date(parseTs(stuck)).toLocaleString() + ')' }, 'stuck'));
+  }
   const files = state.files.filter((f) => f.task_id === t.id).length;
   if (files) meta.push(el('span', { class: 'chip file', title: 'files attached' }, plural(files, 'file', 'files')));
   const node = el(

@@ -58,6 +58,8 @@ export const state = {
   agents: [],
   messages: new Map(),
   activity: new Set(),
+  /** task id -> when its last task_stuck event came (a badge on its card) */
+  stuck: {},
   unseenChat: 0,
   unread: {},
   seen: {},

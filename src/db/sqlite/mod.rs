@@ -18,6 +18,7 @@
 
 mod checkpoint;
 mod oauth;
+mod webhooks;
 mod writer;
 
 use std::str::FromStr;

@@ -1,0 +1,280 @@
+//! Webhooks, inbound URLs and stuck-task marks on SQLite (see
+//! `domain::store_webhooks` for what they mean).
+
+use async_trait::async_trait;
+use rusqlite::{Row, params};
+
+use super::{SqliteStore, exec, json_list, parse_list, row, rows, store_record};
+use crate::domain::model::{Event, Record, Written};
+use crate::domain::store_webhooks::{
+    Inbound, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
+};
+use crate::error::{Error, Result};
+
+macro_rules! webhook_columns {
+    () => {
+        "id, room, url, format, events, secret, created_ts, cursor, attempts, next_ts, \
+         first_fail_ts, failures, paused, delivered, last_ts, last_status"
+    };
+}
+
+macro_rules! inbound_columns {
+    () => {
+        "id, key, room, agent, secret, secret_hash, created_ts, last_used_ts"
+    };
+}
+
+fn webhook_from_row(r: &Row) -> rusqlite::Result<Webhook> {
+    Ok(Webhook {
+        id: r.get(0)?,
+        room: r.get(1)?,
+        url: r.get(2)?,
+        format: r.get(3)?,
+        events: parse_list(&r.get::<_, String>(4)?),
+        secret: r.get(5)?,
+        created_ts: r.get(6)?,
+        cursor: r.get(7)?,
+        attempts: r.get(8)?,
+        next_ts: r.get(9)?,
+        first_fail_ts: r.get(10)?,
+        failures: r.get(11)?,
+        paused: r.get(12)?,
+        delivered: r.get(13)?,
+        last_ts: r.get(14)?,
+        last_status: r.get(15)?,
+    })
+}
+
+fn inbound_from_row(r: &Row) -> rusqlite::Result<Inbound> {
+    Ok(Inbound {
+        id: r.get(0)?,
+        key: r.get(1)?,
+        room: r.get(2)?,
+        agent: r.get(3)?,
+        secret: r.get(4)?,
+        secret_hash: r.get(5)?,
+        created_ts: r.get(6)?,
+        last_used_ts: r.get(7)?,
+    })
+}
+
+#[async_trait]
+impl WebhookStore for SqliteStore {
+    async fn insert_webhook(&self, h: &NewWebhook, now: i64) -> Result<Webhook> {
+        self.write(|c| {
+            row(
+                c,
+                concat!(
+                    "INSERT INTO webhooks (room, url, format, events, secret, created_ts, cursor) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, \
+                        (SELECT COALESCE(MAX(id), 0) FROM events WHERE room = ?1)) RETURNING ",
+                    webhook_columns!()
+                ),
+                params![h.room, h.url, h.format, json_list(&h.events), h.secret, now],
+                webhook_from_row,
+            )?
+            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))
+        })
+        .await
+    }
+
+    async fn list_webhooks(&self) -> Result<Vec<Webhook>> {
+        self.read(|c| {
+            rows(
+                c,
+                concat!("SELECT ", webhook_columns!(), " FROM webhooks ORDER BY id"),
+                [],
+                webhook_from_row,
+            )
+        })
+    }
+
+    async fn delete_webhook(&self, id: i64) -> Result<bool> {
+        self.write(|c| Ok(exec(c, "DELETE FROM webhooks WHERE id = ?1", [id])? > 0))
+            .await
+    }
+
+    async fn resume_webhook(&self, id: i64) -> Result<bool> {
+        self.write(|c| {
+            Ok(exec(
+                c,
+                "UPDATE webhooks SET paused = 0, failures = 0, attempts = 0, next_ts = 0, \
+                 first_fail_ts = NULL WHERE id = ?1",
+                [id],
+            )? > 0)
+        })
+        .await
+    }
+
+    async fn claim_webhooks(
+        &self,
+        owner: &str,
+        now: i64,
+        until: i64,
+        limit: i64,
+    ) -> Result<Vec<Webhook>> {
+        self.write(|c| {
+            rows(
+                c,
+                concat!(
+                    "UPDATE webhooks SET lease_owner = ?1, lease_until = ?3 WHERE id IN \
+                     (SELECT w.id FROM webhooks w WHERE w.paused = 0 AND w.next_ts <= ?2 \
+                        AND w.lease_until <= ?2 \
+                        AND EXISTS (SELECT 1 FROM events e WHERE e.room = w.room AND e.id > w.cursor) \
+                      ORDER BY w.id LIMIT ?4) RETURNING ",
+                    webhook_columns!()
+                ),
+                params![owner, now, until, limit],
+                webhook_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn save_webhook(&self, id: i64, owner: &str, p: &Progress) -> Result<bool> {
+        self.write(|c| {
+            Ok(exec(
+                c,
+                "UPDATE webhooks SET cursor = ?3, attempts = ?4, next_ts = ?5, first_fail_ts = ?6, \
+                    failures = ?7, paused = ?8, delivered = delivered + ?9, \
+                    last_ts = COALESCE(?10, last_ts), last_status = COALESCE(?11, last_status), \
+                    lease_owner = NULL, lease_until = 0 \
+                 WHERE id = ?1 AND lease_owner = ?2",
+                params![
+                    id,
+                    owner,
+                    p.cursor,
+                    p.attempts,
+                    p.next_ts,
+                    p.first_fail_ts,
+                    p.failures,
+                    p.paused,
+                    p.delivered,
+                    p.last_ts,
+                    p.last_status
+                ],
+            )? > 0)
+        })
+        .await
+    }
+
+    async fn insert_inbound(&self, i: &Inbound) -> Result<i64> {
+        self.write(|c| {
+            row(
+                c,
+                "INSERT INTO inbound_hooks (key, room, agent, secret, secret_hash, created_ts) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                params![
+                    i.key,
+                    i.room,
+                    i.agent,
+                    i.secret,
+                    i.secret_hash,
+                    i.created_ts
+                ],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))
+        })
+        .await
+    }
+
+    async fn inbound_by_key(&self, key: &str) -> Result<Option<Inbound>> {
+        self.read(|c| {
+            row(
+                c,
+                concat!(
+                    "SELECT ",
+                    inbound_columns!(),
+                    " FROM inbound_hooks WHERE key = ?1"
+                ),
+                [key],
+                inbound_from_row,
+            )
+        })
+    }
+
+    async fn list_inbound(&self) -> Result<Vec<Inbound>> {
+        self.read(|c| {
+            rows(
+                c,
+                concat!(
+                    "SELECT ",
+                    inbound_columns!(),
+                    " FROM inbound_hooks ORDER BY id"
+                ),
+                [],
+                inbound_from_row,
+            )
+        })
+    }
+
+    async fn delete_inbound(&self, key: &str) -> Result<bool> {
+        self.write(|c| Ok(exec(c, "DELETE FROM inbound_hooks WHERE key = ?1", [key])? > 0))
+            .await
+    }
+
+    async fn touch_inbound(&self, id: i64, now: i64) -> Result<()> {
+        self.write(|c| {
+            exec(
+                c,
+                "UPDATE inbound_hooks SET last_used_ts = ?2 WHERE id = ?1",
+                params![id, now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn stuck_tasks(&self, before: i64, limit: i64) -> Result<Vec<StuckTask>> {
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT room, id, title, assignee, act FROM \
+                    (SELECT t.room, t.id, t.title, t.assignee, \
+                        MAX(t.updated_ts, \
+                            COALESCE((SELECT MAX(n.ts) FROM notes n WHERE n.task_id = t.id), 0), \
+                            COALESCE(t.lease_expires_ts - t.lease_seconds * 1000, 0)) AS act \
+                     FROM tasks t WHERE t.status = 'in_progress' AND t.updated_ts < ?1) x \
+                 WHERE act < ?1 \
+                    AND NOT EXISTS (SELECT 1 FROM task_stuck s WHERE s.task_id = x.id AND s.activity_ts = x.act) \
+                 ORDER BY id LIMIT ?2",
+                params![before, limit],
+                |r| {
+                    Ok(StuckTask {
+                        room: r.get(0)?,
+                        task_id: r.get(1)?,
+                        title: r.get(2)?,
+                        holder: r.get(3)?,
+                        activity_ts: r.get(4)?,
+                    })
+                },
+            )
+        })
+    }
+
+    async fn record_stuck(
+        &self,
+        room: &str,
+        task_id: i64,
+        activity_ts: i64,
+        record: Record,
+    ) -> Result<Option<Event>> {
+        self.write(|c| {
+            let marked = exec(
+                c,
+                "INSERT INTO task_stuck (task_id, activity_ts) VALUES (?1, ?2) \
+                 ON CONFLICT (task_id) DO UPDATE SET activity_ts = excluded.activity_ts \
+                 WHERE task_stuck.activity_ts <> excluded.activity_ts",
+                params![task_id, activity_ts],
+            )?;
+            if marked == 0 {
+                return Ok(None);
+            }
+            Ok(store_record(c, room, record, &Written::default())?
+                .into_iter()
+                .next())
+        })
+        .await
+    }
+}
