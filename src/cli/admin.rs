@@ -33,8 +33,6 @@ pub struct AdminArgs {
 enum AdminCommand {
     /// Create the database (and migrate it) if needed.
     Init,
-    #[command(flatten)]
-    Webhooks(super::admin_webhooks::WebhookCommand),
     /// Create a room.
     AddRoom {
         /// Room name: 1-64 chars of A-Z a-z 0-9 - _ . (kept as written)
@@ -157,6 +155,8 @@ enum AdminCommand {
         #[arg(long)]
         to: Option<String>,
     },
+    #[command(flatten)]
+    Webhooks(super::admin_webhooks::WebhookCommand),
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {

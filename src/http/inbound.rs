@@ -15,8 +15,9 @@ use axum::Router;
 use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::post;
 use serde_json::json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::Caller;
 use crate::auth::admit::{Meter, admit};
@@ -30,10 +31,28 @@ use crate::error::{Error, Result};
 use crate::secret::TokenHash;
 use crate::state::AppState;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/v1/inbound/{key}", post(inbound))
+/// The inbound route table, served and described in the OpenAPI document
+/// ([`openapi`](super::openapi)) from this one list.
+pub fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(inbound))
 }
 
+pub fn routes() -> Router<AppState> {
+    api().split_for_parts().0
+}
+
+/// `POST /v1/inbound/{key}`: an automation posts a message (`{"message"}`)
+/// or opens a task (`{"task": {…}}`) as the URL's agent, proven by the
+/// URL's secret as a bearer token, a Standard Webhooks signature, or
+/// GitHub's `X-Hub-Signature-256`.
+#[utoipa::path(
+    post,
+    path = "/v1/inbound/{key}",
+    tag = "inbound",
+    params(("key" = String, Path, description = "The inbound URL's key (`in_…`)")),
+    request_body(content = Object, content_type = "application/json", description = "`{\"message\": …}`, `{\"task\": {…}}`, or a GitHub event"),
+    responses((status = 200, description = "What was posted or opened", body = Object)),
+)]
 async fn inbound(
     State(s): State<AppState>,
     Path(key): Path<String>,

@@ -43,6 +43,7 @@ const BEARER: &str = "bearer";
         (name = "rooms", description = "Rooms and their members"),
         (name = "files", description = "Shared files"),
         (name = "stream", description = "The live feed (Server-Sent Events)"),
+        (name = "inbound", description = "Inbound URLs: automations post into a room"),
         (name = "admin", description = "The admin console's API (CHATROOM_ADMIN_API=on)"),
         (name = "meta", description = "This document"),
     ),
@@ -90,6 +91,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(api().into_openapi());
     doc.merge(rest::api().into_openapi());
     doc.merge(admin::api().into_openapi());
+    doc.merge(super::inbound::api().into_openapi());
     let components = doc.components.get_or_insert_with(Default::default);
     components.add_security_scheme(
         BEARER,

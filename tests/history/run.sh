@@ -51,10 +51,18 @@ faults=0
 violations=0
 failed=0
 summary() {
+  local rc=$?
   [ "$failed" = 0 ] || echo "history: a run failed before it could be checked (see above)"
-  echo "HISTORY: $ops operations, $faults faults, $violations violations"
+  # A run cut short (a failure, or a signal such as a CI timeout) must not
+  # end on a line that reads like a clean result.
+  if [ "$rc" != 0 ] && [ "$violations" = 0 ]; then
+    echo "HISTORY: $ops operations, $faults faults, $violations violations, INCOMPLETE (exit $rc)"
+  else
+    echo "HISTORY: $ops operations, $faults faults, $violations violations"
+  fi
 }
 trap summary EXIT
+trap 'exit 143' TERM INT
 
 OUT="${CHATROOM_HISTORY_OUT:-$(mktemp -d /tmp/chatroom-history.XXXXXX)}"
 mkdir -p "$OUT"
@@ -96,7 +104,7 @@ if [[ " ${backends[*]} " == *" postgres "* ]]; then
   PG_PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   PG_DIR="$(mktemp -d /tmp/chatroom-history-pg.XXXXXX)"
   if [ "$(id -u)" = 0 ]; then chown postgres "$PG_DIR"; fi
-  trap 'pg_stop; summary' EXIT
+  trap 'rc=$?; pg_stop; (exit $rc); summary' EXIT
   as_postgres "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync >/dev/null
   as_postgres "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
     -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -c unix_socket_directories=$PG_DIR -c max_connections=300 -c fsync=off" \
