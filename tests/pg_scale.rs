@@ -774,6 +774,22 @@ async fn admin_copy_moves_a_sqlite_instance_to_postgres() {
     alice
         .call("set_attention", json!({"attention": "dnd"}))
         .await;
+    // A webhook, an inbound URL, and a task gone quiet (a task_stuck mark).
+    let owner = chatroom::domain::Owner::cli();
+    src.core
+        .owner_add_webhook(&owner, "lobby", "http://127.0.0.1:9/hook", "standard", "")
+        .await
+        .unwrap();
+    src.core
+        .owner_add_inbound(&owner, "lobby", "ci")
+        .await
+        .unwrap();
+    let quiet = std::time::Duration::from_millis(1);
+    tokio::time::sleep(quiet * 5).await;
+    assert!(
+        src.core.sweep_stuck(quiet).await.unwrap() >= 1,
+        "a stuck task"
+    );
     // An app signed in with OAuth (and a connect code left for later).
     let app_token = oauth_sign_in(&src).await;
     src.core
