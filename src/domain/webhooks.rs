@@ -512,68 +512,6 @@ pub fn github_line(kind: &str, v: &Value) -> Option<String> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// GitHub's documented test vector for `X-Hub-Signature-256`.
-    #[test]
-    fn github_test_vector() {
-        let sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
-        assert!(github_ok(
-            "It's a Secret to Everybody",
-            sig,
-            b"Hello, World!"
-        ));
-        assert!(!github_ok(
-            "It's a Secret to Everybody",
-            sig,
-            b"Hello, World?"
-        ));
-        assert!(!github_ok("another secret", sig, b"Hello, World!"));
-    }
-
-    /// The back-off doubles from 5 s and stops at an hour.
-    #[test]
-    fn backoff_grows_to_an_hour() {
-        assert_eq!(backoff_ms(1), 5_000);
-        assert_eq!(backoff_ms(2), 10_000);
-        assert_eq!(backoff_ms(5), 80_000);
-        assert_eq!(backoff_ms(11), BACKOFF_MAX_MS);
-        assert_eq!(backoff_ms(60), BACKOFF_MAX_MS);
-    }
-
-    /// The default set takes mentions but not plain chat.
-    #[test]
-    fn default_events_take_mentions_not_chatter() {
-        let kinds = parse_events("").unwrap();
-        let mut e = Event {
-            id: 1,
-            room: "r".into(),
-            ts: 0,
-            kind: "message".into(),
-            actor: "a".into(),
-            task_id: None,
-            message_id: Some(1),
-            detail: json!({"body": "hi", "mentions": []}),
-        };
-        assert!(!wants(&kinds, &e));
-        e.detail["mentions"] = json!(["bob"]);
-        assert!(wants(&kinds, &e));
-        assert!(parse_events("nonsense").is_err());
-        assert_eq!(parse_events("ALL").unwrap(), vec!["all"]);
-    }
-
-    /// The own listening address is refused, other loopback ports are not.
-    #[test]
-    fn own_address_is_refused() {
-        let listen: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
-        assert!(is_own_address("127.0.0.1:8080".parse().unwrap(), listen));
-        assert!(is_own_address("192.168.1.5:8080".parse().unwrap(), listen));
-        assert!(!is_own_address("127.0.0.1:8123".parse().unwrap(), listen));
-    }
-}
-
 /// The owner's webhook and inbound-URL changes, from the command line and
 /// the console alike: each one decided here and written to the admin log.
 impl Core {
@@ -659,5 +597,67 @@ impl Core {
         )
         .await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GitHub's documented test vector for `X-Hub-Signature-256`.
+    #[test]
+    fn github_test_vector() {
+        let sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+        assert!(github_ok(
+            "It's a Secret to Everybody",
+            sig,
+            b"Hello, World!"
+        ));
+        assert!(!github_ok(
+            "It's a Secret to Everybody",
+            sig,
+            b"Hello, World?"
+        ));
+        assert!(!github_ok("another secret", sig, b"Hello, World!"));
+    }
+
+    /// The back-off doubles from 5 s and stops at an hour.
+    #[test]
+    fn backoff_grows_to_an_hour() {
+        assert_eq!(backoff_ms(1), 5_000);
+        assert_eq!(backoff_ms(2), 10_000);
+        assert_eq!(backoff_ms(5), 80_000);
+        assert_eq!(backoff_ms(11), BACKOFF_MAX_MS);
+        assert_eq!(backoff_ms(60), BACKOFF_MAX_MS);
+    }
+
+    /// The default set takes mentions but not plain chat.
+    #[test]
+    fn default_events_take_mentions_not_chatter() {
+        let kinds = parse_events("").unwrap();
+        let mut e = Event {
+            id: 1,
+            room: "r".into(),
+            ts: 0,
+            kind: "message".into(),
+            actor: "a".into(),
+            task_id: None,
+            message_id: Some(1),
+            detail: json!({"body": "hi", "mentions": []}),
+        };
+        assert!(!wants(&kinds, &e));
+        e.detail["mentions"] = json!(["bob"]);
+        assert!(wants(&kinds, &e));
+        assert!(parse_events("nonsense").is_err());
+        assert_eq!(parse_events("ALL").unwrap(), vec!["all"]);
+    }
+
+    /// The own listening address is refused, other loopback ports are not.
+    #[test]
+    fn own_address_is_refused() {
+        let listen: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        assert!(is_own_address("127.0.0.1:8080".parse().unwrap(), listen));
+        assert!(is_own_address("192.168.1.5:8080".parse().unwrap(), listen));
+        assert!(!is_own_address("127.0.0.1:8123".parse().unwrap(), listen));
     }
 }

@@ -715,10 +715,10 @@ async fn client_loop(me: Client, shared: Arc<Shared>, mut rng: Rng) {
                         .update(h, &base, task, v, &format!("{}-{seq}", me.name))
                         .await;
                     note_version(&mut versions, task, &out, "task");
-                    if let Some(Outcome::Ok(b)) = &out {
-                        if let Some(cv) = b["current"]["version"].as_i64() {
-                            versions.insert(task, cv);
-                        }
+                    if let Some(Outcome::Ok(b)) = &out
+                        && let Some(cv) = b["current"]["version"].as_i64()
+                    {
+                        versions.insert(task, cv);
                     }
                     out.map(|_| ())
                 }
@@ -729,10 +729,9 @@ async fn client_loop(me: Client, shared: Arc<Shared>, mut rng: Rng) {
                 }
             }
         };
-        match sent {
-            // Not reached (the server is down) or not known: breathe.
-            None => tokio::time::sleep(Duration::from_millis(25)).await,
-            Some(()) => {}
+        // Not reached (the server is down) or not known: breathe.
+        if sent.is_none() {
+            tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
 }
