@@ -299,8 +299,9 @@ fn ascii(s: &str) -> String {
         .collect()
 }
 
-/// Adds a webhook on `room` (which must exist), for the CLI and the console.
-pub async fn add_webhook(
+/// Adds a webhook on `room` (which must exist). Only through
+/// [`Core::owner_add_webhook`], which writes the admin log.
+async fn add_webhook(
     store: &dyn Store,
     room: &str,
     url: &str,
@@ -321,8 +322,9 @@ pub async fn add_webhook(
 }
 
 /// Adds an inbound URL posting as `agent` in `room` (which must exist);
-/// gives it with its secret, which is shown this once.
-pub async fn add_inbound(store: &dyn Store, room: &str, agent: &str, now: i64) -> Result<Inbound> {
+/// gives it with its secret, which is shown this once. Only through
+/// [`Core::owner_add_inbound`], which writes the admin log.
+async fn add_inbound(store: &dyn Store, room: &str, agent: &str, now: i64) -> Result<Inbound> {
     names::check_room(room)?;
     names::check_agent(agent)?;
     if store.get_room(room).await?.is_none() {
