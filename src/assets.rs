@@ -20,6 +20,10 @@
 /// pages never run an old cached script.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// The coordination protocol as one text: the Claude Code plugin's skill
+/// (`plugin/skills/chatroom/SKILL.md`), which the MCP server serves too.
+pub const COORDINATION_SKILL: &str = include_str!("../plugin/skills/chatroom/SKILL.md");
+
 /// A served file: where, as what, and its text.
 pub struct Asset {
     pub path: &'static str,

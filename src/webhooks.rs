@@ -27,8 +27,9 @@ use crate::domain::Core;
 use crate::domain::model::{Event, EventFilter};
 use crate::domain::store_webhooks::{Progress, Webhook};
 use crate::domain::webhooks::{
-    ATTEMPT_TIMEOUT, GIVE_UP_AFTER_MS, PAUSE_AFTER, backoff_ms, delivery, is_own_address, wants,
+    ATTEMPT_TIMEOUT, GIVE_UP_AFTER_MS, PAUSE_AFTER, backoff_ms, is_own_address, wants,
 };
+use crate::present::webhook::delivery;
 
 /// How often the worker looks whether something fell due.
 const TICK: Duration = Duration::from_millis(250);
@@ -293,16 +294,4 @@ async fn own_address_check(url: &url::Url, listen: SocketAddr) -> Result<(), Str
         }
     }
     Ok(())
-}
-
-/// A webhook's URL as shown: its origin only (Discord's and Slack's paths
-/// hold their token).
-pub fn shown_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(u) if u.path().len() > 1 || u.query().is_some() => {
-            format!("{}/…", u.origin().ascii_serialization())
-        }
-        Ok(u) => u.origin().ascii_serialization(),
-        Err(_) => "(bad URL)".into(),
-    }
 }

@@ -89,5 +89,5 @@ fn the_plugin_holds_together() {
     );
     let skill = std::fs::read_to_string(root().join("plugin/skills/chatroom/SKILL.md")).unwrap();
     assert!(skill.starts_with("---\nname: chatroom\n"));
-    assert_eq!(skill, chatroom::cli::COORDINATION_SKILL);
+    assert_eq!(skill, chatroom::assets::COORDINATION_SKILL);
 }

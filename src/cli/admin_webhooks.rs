@@ -111,7 +111,7 @@ pub async fn execute(
                     .iter()
                     .map(|h| {
                         let mut v = json!(h);
-                        v["url"] = json!(crate::webhooks::shown_url(&h.url));
+                        v["url"] = json!(crate::domain::webhooks::shown_url(&h.url));
                         v
                     })
                     .collect();
@@ -137,7 +137,7 @@ pub async fn execute(
                         h.delivered,
                         h.failures,
                         last,
-                        crate::webhooks::shown_url(&h.url)
+                        crate::domain::webhooks::shown_url(&h.url)
                     );
                 }
             }

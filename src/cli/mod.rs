@@ -25,10 +25,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
 
-/// The coordination protocol as one text: the Claude Code plugin's skill
-/// (`plugin/skills/chatroom/SKILL.md`), for the server to serve as well.
-pub const COORDINATION_SKILL: &str = include_str!("../../plugin/skills/chatroom/SKILL.md");
-
 /// `chatroom --version`: the crate version and the commit it was built from.
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),

@@ -14,7 +14,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use hmac::{Hmac, KeyInit, Mac};
 use rand::TryRng;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::Sha256;
 
 use crate::domain::model::Event;
@@ -201,102 +201,9 @@ pub fn backoff_ms(attempts: i64) -> i64 {
     (BACKOFF_MIN_MS << shift).min(BACKOFF_MAX_MS)
 }
 
-/// One attempt's request: headers and body, in the webhook's format.
-#[derive(Debug, Clone)]
-pub struct Delivery {
-    pub headers: Vec<(String, String)>,
-    pub content_type: &'static str,
-    pub body: Vec<u8>,
-}
-
-/// One line saying what `e` was, for the presets: `[room] actor: what`.
-pub fn summary(e: &Event) -> String {
-    let what = crate::present::digest::what(e, "");
-    let line = format!("[{}] {}: {}", e.room, e.actor, what);
-    line.chars()
-        .filter(|c| !c.is_control())
-        .take(1800)
-        .collect()
-}
-
-/// The request delivering `e` to `hook`. `timestamp` (seconds) and the
-/// message id sign a `standard` delivery; the id stays the same across
-/// retries, so a receiver can drop a repeat.
-pub fn delivery(hook: &Webhook, e: &Event, timestamp: i64) -> Delivery {
-    let event = crate::present::event(e);
-    let text = summary(e);
-    let title = format!("chatroom: {} in {}", e.kind, e.room);
-    let json_body = |v: Value| v.to_string().into_bytes();
-    match hook.format.as_str() {
-        "ntfy" => Delivery {
-            headers: vec![
-                ("Title".into(), ascii(&title)),
-                ("Tags".into(), "speech_balloon".into()),
-            ],
-            content_type: "text/plain; charset=utf-8",
-            body: text.into_bytes(),
-        },
-        "discord" => Delivery {
-            headers: Vec::new(),
-            content_type: "application/json",
-            body: json_body(json!({
-                "content": text,
-                "username": "chatroom",
-                "allowed_mentions": {"parse": []},
-            })),
-        },
-        "slack" => Delivery {
-            headers: Vec::new(),
-            content_type: "application/json",
-            body: json_body(json!({ "text": text })),
-        },
-        "homeassistant" => Delivery {
-            headers: Vec::new(),
-            content_type: "application/json",
-            body: json_body(json!({
-                "title": title,
-                "message": text,
-                "event": event,
-            })),
-        },
-        _ => {
-            let id = message_id(hook, e);
-            let body = json_body(event);
-            let mut headers = vec![
-                ("webhook-id".into(), id.clone()),
-                ("webhook-timestamp".into(), timestamp.to_string()),
-            ];
-            if let Some(secret) = &hook.secret {
-                headers.push((
-                    "webhook-signature".into(),
-                    sign(secret, &id, timestamp, &body),
-                ));
-            }
-            Delivery {
-                headers,
-                content_type: "application/json",
-                body,
-            }
-        }
-    }
-}
-
 /// The Standard Webhooks message id of `e` at `hook`.
 pub fn message_id(hook: &Webhook, e: &Event) -> String {
     format!("msg_{}_{}", hook.id, e.id)
-}
-
-/// A header value keeps to printable ASCII.
-fn ascii(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_graphic() || c == ' ' {
-                c
-            } else {
-                '?'
-            }
-        })
-        .collect()
 }
 
 /// Adds a webhook on `room` (which must exist). Only through
@@ -533,7 +440,7 @@ impl Core {
             hook.id,
             hook.room,
             hook.format,
-            crate::webhooks::shown_url(&hook.url)
+            shown_url(&hook.url)
         );
         self.log_owner(owner.into(), "webhook.add", target, false)
             .await;
@@ -602,9 +509,22 @@ impl Core {
     }
 }
 
+/// A webhook's URL as shown: its origin only (Discord's and Slack's paths
+/// hold their token).
+pub fn shown_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) if u.path().len() > 1 || u.query().is_some() => {
+            format!("{}/…", u.origin().ascii_serialization())
+        }
+        Ok(u) => u.origin().ascii_serialization(),
+        Err(_) => "(bad URL)".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// GitHub's documented test vector for `X-Hub-Signature-256`.
     #[test]

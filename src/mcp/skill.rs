@@ -2,7 +2,7 @@
 //! `io.modelcontextprotocol/skills`): `skill://chatroom/coordination/SKILL.md`.
 //!
 //! Its text is the Claude Code plugin's skill, compiled in from
-//! `plugin/skills/chatroom/SKILL.md` ([`crate::cli::COORDINATION_SKILL`]),
+//! `plugin/skills/chatroom/SKILL.md` ([`crate::assets::COORDINATION_SKILL`]),
 //! so the two cannot drift. The one line that differs is the frontmatter's
 //! `name`: the extension names a skill by its URI's last folder
 //! (`coordination`), the plugin by its own folder (`chatroom`).
@@ -23,7 +23,7 @@ const MIME: &str = "text/markdown";
 
 /// The plugin's text with the name its URI gives it.
 pub static TEXT: LazyLock<String> = LazyLock::new(|| {
-    let plugin = crate::cli::COORDINATION_SKILL;
+    let plugin = crate::assets::COORDINATION_SKILL;
     plugin.replacen("\nname: chatroom\n", &format!("\nname: {NAME}\n"), 1)
 });
 
@@ -85,7 +85,7 @@ mod tests {
 
     #[test]
     fn the_text_is_the_plugins_but_for_its_name() {
-        let plugin = crate::cli::COORDINATION_SKILL;
+        let plugin = crate::assets::COORDINATION_SKILL;
         assert!(
             TEXT.starts_with("---\nname: coordination\n"),
             "{}",

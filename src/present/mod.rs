@@ -7,6 +7,7 @@
 
 pub mod digest;
 pub mod push;
+pub mod webhook;
 
 use serde_json::{Map, Value, json};
 

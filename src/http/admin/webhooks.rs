@@ -37,7 +37,7 @@ pub(super) async fn view(state: &AppState) -> Result<Value> {
         .iter()
         .map(|h| {
             let mut v = json!(h);
-            v["url"] = json!(crate::webhooks::shown_url(&h.url));
+            v["url"] = json!(crate::domain::webhooks::shown_url(&h.url));
             v
         })
         .collect();
