@@ -202,7 +202,7 @@ async fn server_database(http: &reqwest::Client, base: &str) -> String {
     match http.get(format!("{base}/healthz")).send().await {
         Ok(r) => r
             .headers()
-            .get(crate::server::DATABASE_HEADER)
+            .get(crate::config::DATABASE_HEADER)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("unknown")
             .to_owned(),
