@@ -201,23 +201,12 @@ impl Follower {
                 self.body = Some((body, SseParser::default()));
             }
             let (body, parser) = self.body.as_mut().expect("connected");
-            let chunk = match tokio::time::timeout(STALL, body.next()).await {
-                Err(_) => {
+            let chunk = match next_chunk(body).await {
+                Ok(chunk) => chunk,
+                Err(gap) => {
                     self.body = None;
-                    return Err(End::Retry("the stream went silent".into()));
+                    return Err(End::Retry(gap.to_string()));
                 }
-                Ok(None) => {
-                    self.body = None;
-                    return Err(End::Retry("the server closed the stream".into()));
-                }
-                Ok(Some(Err(e))) => {
-                    self.body = None;
-                    return Err(End::Retry(format!(
-                        "the stream broke off: {}",
-                        super::cause_chain(&e)
-                    )));
-                }
-                Ok(Some(Ok(chunk))) => chunk,
             };
             for (name, data) in parser.push(&chunk) {
                 let Ok(data) = serde_json::from_str::<Value>(&data) else {
@@ -310,11 +299,7 @@ impl Follower {
             })?;
         let status = response.status().as_u16();
         if status != 200 {
-            let body = response.text().await.unwrap_or_default();
-            let message = serde_json::from_str::<Value>(&body)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| body.chars().take(200).collect());
+            let message = refusal_message(response).await;
             return Err(match status {
                 401 => End::Fatal(format!(
                     "the token was refused (HTTP 401: {message}); check CHATROOM_TOKEN"
@@ -325,6 +310,50 @@ impl Follower {
         }
         Ok(Box::pin(response.bytes_stream()))
     }
+}
+
+/// Why a stream gave no next chunk.
+#[derive(Debug)]
+pub enum Gap {
+    /// Nothing came for [`STALL`].
+    Silent,
+    /// The server ended the stream (it is restarting).
+    Closed,
+    /// The connection failed; the cause chain.
+    Broke(String),
+}
+
+impl std::fmt::Display for Gap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Gap::Silent => f.write_str("the stream went silent"),
+            Gap::Closed => f.write_str("the server closed the stream"),
+            Gap::Broke(cause) => write!(f, "the stream broke off: {cause}"),
+        }
+    }
+}
+
+/// The stream's next chunk, trusting a silent stream for [`STALL`].
+pub async fn next_chunk<S>(body: &mut S) -> Result<axum::body::Bytes, Gap>
+where
+    S: futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin,
+{
+    match tokio::time::timeout(STALL, body.next()).await {
+        Err(_) => Err(Gap::Silent),
+        Ok(None) => Err(Gap::Closed),
+        Ok(Some(Err(e))) => Err(Gap::Broke(super::cause_chain(&e))),
+        Ok(Some(Ok(chunk))) => Ok(chunk),
+    }
+}
+
+/// The server's message of a refused stream (its JSON error's `message`,
+/// else the start of the body).
+pub async fn refusal_message(response: reqwest::Response) -> String {
+    let body = response.text().await.unwrap_or_default();
+    serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| body.chars().take(200).collect())
 }
 
 /// A reconnect pause that doubles up to 30 s.

@@ -12,10 +12,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use futures::StreamExt;
 use serde_json::Value;
 
-use super::channel_stream::SseParser;
+use super::channel_stream::{Gap, SseParser, next_chunk, refusal_message};
 use crate::domain::model::Event;
 use crate::present::digest;
 
@@ -54,8 +53,6 @@ enum Mode {
     Board,
 }
 
-/// How long a silent stream is trusted (the server comments every 15 s).
-const STALL: Duration = Duration::from_secs(45);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Why a connection ended.
@@ -230,11 +227,7 @@ impl Watch {
         };
         let status = response.status().as_u16();
         if status != 200 {
-            let body = response.text().await.unwrap_or_default();
-            let message = serde_json::from_str::<Value>(&body)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| body.chars().take(200).collect());
+            let message = refusal_message(response).await;
             return match status {
                 401 => End::Fatal(format!(
                     "the token was refused (HTTP 401: {message}); check CHATROOM_TOKEN"
@@ -252,13 +245,10 @@ impl Watch {
         let mut body = response.bytes_stream();
         let mut parser = SseParser::default();
         loop {
-            let chunk = match tokio::time::timeout(STALL, body.next()).await {
-                Err(_) => return End::Retry("the stream went silent".into()),
-                Ok(None) => return End::Closed,
-                Ok(Some(Err(e))) => {
-                    return End::Retry(format!("the stream broke off: {}", super::cause_chain(&e)));
-                }
-                Ok(Some(Ok(chunk))) => chunk,
+            let chunk = match next_chunk(&mut body).await {
+                Ok(chunk) => chunk,
+                Err(Gap::Closed) => return End::Closed,
+                Err(gap) => return End::Retry(gap.to_string()),
             };
             for (name, data) in parser.push(&chunk) {
                 let Ok(data) = serde_json::from_str::<Value>(&data) else {

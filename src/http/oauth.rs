@@ -328,19 +328,7 @@ fn page(status: StatusCode, html: Result<String, askama::Error>) -> Response {
         )
             .into_response();
     };
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CONTENT_SECURITY_POLICY, PAGE_CSP),
-            (header::X_FRAME_OPTIONS, "DENY"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::REFERRER_POLICY, "no-referrer"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        html,
-    )
-        .into_response()
+    super::pages::page_response(status, PAGE_CSP, "no-store", html)
 }
 
 #[derive(Template)]
