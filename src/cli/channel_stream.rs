@@ -19,6 +19,42 @@ pub struct Conn {
     pub room: Option<String>,
 }
 
+/// The server, token and room flags of the agent-side commands, each read
+/// from its variable when not given.
+#[derive(clap::Args)]
+pub struct ConnArgs {
+    /// The server's base URL, without /mcp.
+    #[arg(long, env = "CHATROOM_URL", default_value = crate::config::DEFAULT_URL)]
+    pub url: String,
+    /// The agent's token (cr_…); better from CHATROOM_TOKEN than on the command line.
+    #[arg(long, env = "CHATROOM_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The room (default: the token's default room).
+    #[arg(long, env = "CHATROOM_ROOM")]
+    pub room: Option<String>,
+}
+
+impl ConnArgs {
+    /// The connection the flags name (the URL without a trailing `/` or
+    /// `/mcp`, blanks trimmed); `None` without a token.
+    pub fn conn(self) -> Option<Conn> {
+        let token = self.token.filter(|t| !t.trim().is_empty())?;
+        Some(Conn {
+            base: base_url(&self.url),
+            token: token.trim().to_owned(),
+            room: self.room.filter(|r| !r.trim().is_empty()),
+        })
+    }
+}
+
+/// A server's base URL as given, without a trailing `/` or `/mcp`.
+fn base_url(url: &str) -> String {
+    url.trim()
+        .trim_end_matches('/')
+        .trim_end_matches("/mcp")
+        .to_owned()
+}
+
 /// A connection file: `CHATROOM_URL=…`, `CHATROOM_TOKEN=…`,
 /// `CHATROOM_ROOM=…` lines (what `chatroom hook --save-connection` and
 /// `chatroom setup` write, mode 0600).
@@ -101,11 +137,7 @@ impl Conn {
             .filter(|u| !u.is_empty())
             .unwrap_or_else(|| crate::config::DEFAULT_URL.into());
         Ok(Some(Conn {
-            base: base
-                .trim()
-                .trim_end_matches('/')
-                .trim_end_matches("/mcp")
-                .to_owned(),
+            base: base_url(&base),
             token,
             room: get("ROOM").filter(|r| !r.is_empty()),
         }))
