@@ -223,17 +223,10 @@ impl Connections {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut open = self
-            .connections
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = open.get_mut(&self.addr) {
+        crate::auth::release(&self.connections.open, &self.addr, |n| {
             *n -= 1;
-            if *n == 0 {
-                open.remove(&self.addr);
-            }
-        }
+            *n == 0
+        });
     }
 }
 

@@ -37,13 +37,14 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::json;
 use sha2::Sha256;
 
+use crate::auth::throttle::Windows;
 use crate::config::Config;
 use crate::domain::oauth::{
     self, ClientInfo, Lifetimes, OAuthError, RedirectKind, RegistrationRequest, SCOPE,
     redirect_matches, same_resource,
 };
 use crate::state::AppState;
-use limits::{Windows, network_of};
+use limits::network_of;
 
 use crate::assets::SIGNIN_CSS as CONSENT_CSS;
 /// The policy of the consent and error pages: our own stylesheet, nothing
