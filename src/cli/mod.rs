@@ -417,3 +417,14 @@ pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap's own checks of every subcommand (unique argument and group
+    /// names, …), which it otherwise makes only when that subcommand runs.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

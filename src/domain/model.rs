@@ -192,6 +192,7 @@ pub struct Room {
 /// once, like [`Grant`]: read from the REST body (serde) and the CLI's flags
 /// (clap).
 #[derive(Debug, Clone, Default, Deserialize, clap::Args, utoipa::ToSchema)]
+#[group(skip)]
 pub struct RoomInfo {
     /// What the room is for (max 2,000 chars).
     #[arg(long)]
