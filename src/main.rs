@@ -7,6 +7,9 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The command line, with the server that `chatroom serve` launches.
 fn main() -> std::process::ExitCode {
-    chatroom::cli::main()
+    chatroom::cli::main(|config, listener, shutdown| {
+        Box::pin(chatroom::server::launch(config, listener, shutdown))
+    })
 }

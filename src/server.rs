@@ -223,17 +223,10 @@ impl Connections {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut open = self
-            .connections
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = open.get_mut(&self.addr) {
+        crate::auth::release(&self.connections.open, &self.addr, |n| {
             *n -= 1;
-            if *n == 0 {
-                open.remove(&self.addr);
-            }
-        }
+            *n == 0
+        });
     }
 }
 
@@ -310,11 +303,6 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The header of `/healthz` that names the kind of database the server runs
-/// on (`sqlite` or `postgresql`), so a load test can say what it measured.
-/// Only the kind: never a path, a host or a URL.
-pub const DATABASE_HEADER: &str = "x-chatroom-database";
-
 async fn healthz(State(state): State<AppState>) -> Response {
     let kind = if state.config.database().starts_with("sqlite://") {
         "sqlite"
@@ -322,7 +310,12 @@ async fn healthz(State(state): State<AppState>) -> Response {
         "postgresql"
     };
     match state.core.store.health().await {
-        Ok(()) => (StatusCode::OK, [(DATABASE_HEADER, kind)], "ok").into_response(),
+        Ok(()) => (
+            StatusCode::OK,
+            [(crate::config::DATABASE_HEADER, kind)],
+            "ok",
+        )
+            .into_response(),
         Err(e) => {
             e.log_if_internal();
             (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()

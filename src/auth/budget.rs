@@ -183,18 +183,11 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut holders = self
-            .budget
-            .holders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(usage) = holders.get_mut(&self.holder) {
+        super::release(&self.budget.holders, &self.holder, |usage| {
             usage.requests = usage.requests.saturating_sub(1);
             usage.bytes = usage.bytes.saturating_sub(self.bytes);
-            if usage.requests == 0 {
-                holders.remove(&self.holder);
-            }
-        }
+            usage.requests == 0
+        });
         // The permit goes back with the struct.
     }
 }

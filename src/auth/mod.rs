@@ -19,3 +19,24 @@ pub mod throttle;
 pub use admit::{Meter, admit};
 pub use caller::Caller;
 pub use layers::{client_addr, require_token};
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Mutex, PoisonError};
+
+/// Gives one hold on `key` back to a map of what each key holds (a request
+/// budget's, the open streams', the open connections'): `give_back` takes
+/// it off the entry and says whether nothing is held any more, and then the
+/// entry goes, so that the map only has keys with something in flight.
+pub fn release<K: Hash + Eq, V>(
+    held: &Mutex<HashMap<K, V>>,
+    key: &K,
+    give_back: impl FnOnce(&mut V) -> bool,
+) {
+    let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(entry) = held.get_mut(key)
+        && give_back(entry)
+    {
+        held.remove(key);
+    }
+}

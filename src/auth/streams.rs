@@ -94,17 +94,10 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut open = self
-            .streams
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = open.get_mut(&self.token_id) {
+        super::release(&self.streams.open, &self.token_id, |entry| {
             entry.count -= 1;
-            if entry.count == 0 {
-                open.remove(&self.token_id);
-            }
-        }
+            entry.count == 0
+        });
     }
 }
 

@@ -1,84 +1,130 @@
 //! The failed-credential throttle: every `401` counts against the client
 //! address; past the limit within the window the address gets `429` until the
-//! window has passed. Memory stays bounded however many addresses try.
+//! window has passed. Memory stays bounded however many addresses try. Its
+//! counter, [`Windows`], also counts the sign-in routes' requests.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// The most addresses tracked at once. Past it, expired entries are swept
-/// and, if none expired, the oldest window is forgotten.
+/// The most keys a [`Windows`] tracks at once. Past it, expired windows are
+/// swept and, if none expired, its [`WhenFull`] says what is forgotten.
 const MAX_TRACKED: usize = 65_536;
 
-pub struct Throttle {
-    limit: u32,
-    window: Duration,
-    state: Mutex<HashMap<IpAddr, Window>>,
-}
-
-#[derive(Clone, Copy)]
-struct Window {
-    started: Instant,
-    failures: u32,
-}
+/// The failed credentials of each client address.
+pub struct Throttle(Windows<IpAddr>);
 
 impl Throttle {
     /// `limit == 0` disables the throttle.
     pub fn new(limit: u32, window: Duration) -> Throttle {
-        Throttle {
-            limit,
-            window,
-            state: Mutex::new(HashMap::new()),
-        }
+        Throttle(Windows::new(limit, window).when_full(WhenFull::ForgetOldest))
     }
 
     /// `Some(seconds to wait)` when `addr` is over the limit right now.
     pub fn blocked(&self, addr: IpAddr) -> Option<u64> {
-        if self.limit == 0 {
-            return None;
-        }
-        let now = Instant::now();
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let w = state.get(&addr)?;
-        let elapsed = now.duration_since(w.started);
-        if elapsed < self.window && w.failures >= self.limit {
-            Some((self.window - elapsed).as_secs().max(1))
-        } else {
-            None
-        }
+        self.0.blocked(addr)
     }
 
     /// Counts one failed credential from `addr`.
     pub fn record_failure(&self, addr: IpAddr) {
+        self.0.count(addr)
+    }
+
+    /// How many addresses are tracked (for tests and the posture).
+    pub fn tracked(&self) -> usize {
+        self.0.tracked()
+    }
+}
+
+/// What a full [`Windows`] forgets for a new key when no window expired.
+#[derive(Clone, Copy)]
+pub enum WhenFull {
+    /// Every window (cheap; the sign-in routes' counters).
+    ForgetAll,
+    /// The oldest window (the failed-credential throttle).
+    ForgetOldest,
+}
+
+/// At most `limit` events per key within `window`, in memory, per process.
+/// Memory stays bounded however many keys come.
+pub struct Windows<K> {
+    limit: u32,
+    window: Duration,
+    when_full: WhenFull,
+    state: Mutex<HashMap<K, (Instant, u32)>>,
+}
+
+impl<K: Hash + Eq + Copy> Windows<K> {
+    /// `limit == 0` disables it. Full, it forgets every window.
+    pub fn new(limit: u32, window: Duration) -> Windows<K> {
+        Windows {
+            limit,
+            window,
+            when_full: WhenFull::ForgetAll,
+            state: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The same, forgetting as `when_full` says when full.
+    pub fn when_full(self, when_full: WhenFull) -> Windows<K> {
+        Windows { when_full, ..self }
+    }
+
+    /// Counts one event of `key`; `Err(seconds to wait)` when it is over
+    /// the limit (the refused event is not counted).
+    pub fn take(&self, key: K) -> Result<(), u64> {
+        let retry = self.blocked(key);
+        if let Some(s) = retry {
+            return Err(s);
+        }
+        self.count(key);
+        Ok(())
+    }
+
+    /// `Some(seconds to wait)` while `key` is over the limit.
+    pub fn blocked(&self, key: K) -> Option<u64> {
+        if self.limit == 0 {
+            return None;
+        }
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let (started, n) = state.get(&key)?;
+        let elapsed = started.elapsed();
+        (elapsed < self.window && *n >= self.limit)
+            .then(|| (self.window - elapsed).as_secs().max(1))
+    }
+
+    /// Counts one event of `key`.
+    pub fn count(&self, key: K) {
         if self.limit == 0 {
             return;
         }
         let now = Instant::now();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.len() >= MAX_TRACKED && !state.contains_key(&addr) {
+        if state.len() >= MAX_TRACKED && !state.contains_key(&key) {
             let window = self.window;
-            state.retain(|_, w| now.duration_since(w.started) < window);
-            if state.len() >= MAX_TRACKED
-                && let Some(oldest) = state.iter().min_by_key(|(_, w)| w.started).map(|(k, _)| *k)
-            {
-                state.remove(&oldest);
+            state.retain(|_, (started, _)| now.duration_since(*started) < window);
+            if state.len() >= MAX_TRACKED {
+                match self.when_full {
+                    WhenFull::ForgetAll => state.clear(),
+                    WhenFull::ForgetOldest => {
+                        if let Some(oldest) = state.iter().min_by_key(|(_, w)| w.0).map(|(k, _)| *k)
+                        {
+                            state.remove(&oldest);
+                        }
+                    }
+                }
             }
         }
-        let w = state.entry(addr).or_insert(Window {
-            started: now,
-            failures: 0,
-        });
-        if now.duration_since(w.started) >= self.window {
-            *w = Window {
-                started: now,
-                failures: 0,
-            };
+        let entry = state.entry(key).or_insert((now, 0));
+        if now.duration_since(entry.0) >= self.window {
+            *entry = (now, 0);
         }
-        w.failures = w.failures.saturating_add(1);
+        entry.1 = entry.1.saturating_add(1);
     }
 
-    /// How many addresses are tracked (for tests and the posture).
+    /// How many keys are tracked.
     pub fn tracked(&self) -> usize {
         self.state
             .lock()

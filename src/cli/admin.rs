@@ -37,12 +37,8 @@ enum AdminCommand {
     AddRoom {
         /// Room name: 1-64 chars of A-Z a-z 0-9 - _ . (kept as written)
         name: String,
-        #[arg(long)]
-        description: Option<String>,
-        #[arg(long)]
-        repo_url: Option<String>,
-        #[arg(long)]
-        onboarding_notes: Option<String>,
+        #[command(flatten)]
+        info: RoomInfo,
     },
     /// List rooms with their counts.
     ListRooms {
@@ -53,12 +49,8 @@ enum AdminCommand {
     RoomInfo {
         #[arg(long)]
         room: String,
-        #[arg(long)]
-        description: Option<String>,
-        #[arg(long)]
-        repo_url: Option<String>,
-        #[arg(long)]
-        onboarding_notes: Option<String>,
+        #[command(flatten)]
+        info: RoomInfo,
     },
     /// Mint a token for an agent; it is printed once, on a line of its own.
     /// Its rooms are created when they do not exist yet.
@@ -274,32 +266,12 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
             core.store.health().await?;
             println!("database ready");
         }
-        AdminCommand::AddRoom {
-            name,
-            description,
-            repo_url,
-            onboarding_notes,
-        } => {
-            let info = RoomInfo {
-                description,
-                repo_url,
-                onboarding_notes,
-            };
+        AdminCommand::AddRoom { name, info } => {
             core.owner_create_room(&owner, &name, info).await?;
             println!("room {name} created");
         }
         AdminCommand::ListRooms { json } => print_rooms(&core.list_rooms().await?, json)?,
-        AdminCommand::RoomInfo {
-            room,
-            description,
-            repo_url,
-            onboarding_notes,
-        } => {
-            let info = RoomInfo {
-                description,
-                repo_url,
-                onboarding_notes,
-            };
+        AdminCommand::RoomInfo { room, info } => {
             let r = if info.changed_fields().is_empty() {
                 core.get_room_info(&owner, Some(&room)).await?
             } else {

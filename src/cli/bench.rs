@@ -202,7 +202,7 @@ async fn server_database(http: &reqwest::Client, base: &str) -> String {
     match http.get(format!("{base}/healthz")).send().await {
         Ok(r) => r
             .headers()
-            .get(crate::server::DATABASE_HEADER)
+            .get(crate::config::DATABASE_HEADER)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("unknown")
             .to_owned(),
@@ -221,6 +221,20 @@ struct Agent {
 }
 
 impl Agent {
+    /// Reads `whats_new` until nothing remains: this agent's cursor is then
+    /// at the end of its room.
+    async fn catch_up(&self) -> anyhow::Result<()> {
+        loop {
+            let r = self
+                .call("whats_new", json!({"limit": 200}))
+                .await
+                .map_err(|e| anyhow::anyhow!(e))?;
+            if r["remaining"].as_i64().unwrap_or(0) == 0 {
+                return Ok(());
+            }
+        }
+    }
+
     /// Sends one `tools/call` and reads the whole answer.
     async fn send(&self, tool: &str, mut args: Value) -> Result<(StatusCode, Bytes), String> {
         if let (Some(room), Some(obj)) = (&self.room, args.as_object_mut()) {
@@ -804,15 +818,7 @@ async fn growth(
         anyhow::bail!("--backlog takes ascending sizes, e.g. 1000,10000,100000");
     }
     // The reader starts at the end of the room.
-    loop {
-        let r = reader
-            .call("whats_new", json!({"limit": 200}))
-            .await
-            .map_err(|e| anyhow::anyhow!(e))?;
-        if r["count"].as_i64().unwrap_or(0) == 0 {
-            break;
-        }
-    }
+    reader.catch_up().await?;
     let origin = Origin::now();
     let timed = async |a: &Agent| {
         let sent = Instant::now();
@@ -1134,15 +1140,7 @@ async fn wait_wake(agents: &[Agent], n: usize) -> anyhow::Result<Report> {
     let waiters: Vec<Agent> = agents[1..].to_vec();
     for w in &waiters {
         // Bring each waiter's cursor to the end so the wait really parks.
-        loop {
-            let r = w
-                .call("whats_new", json!({"limit": 200}))
-                .await
-                .map_err(|e| anyhow::anyhow!(e))?;
-            if r["remaining"].as_i64().unwrap_or(0) == 0 {
-                break;
-            }
-        }
+        w.catch_up().await?;
     }
     let origin = Origin::now();
     let mut handles = Vec::new();

@@ -19,6 +19,42 @@ pub struct Conn {
     pub room: Option<String>,
 }
 
+/// The server, token and room flags of the agent-side commands, each read
+/// from its variable when not given.
+#[derive(clap::Args)]
+pub struct ConnArgs {
+    /// The server's base URL, without /mcp.
+    #[arg(long, env = "CHATROOM_URL", default_value = crate::config::DEFAULT_URL)]
+    pub url: String,
+    /// The agent's token (cr_…); better from CHATROOM_TOKEN than on the command line.
+    #[arg(long, env = "CHATROOM_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The room (default: the token's default room).
+    #[arg(long, env = "CHATROOM_ROOM")]
+    pub room: Option<String>,
+}
+
+impl ConnArgs {
+    /// The connection the flags name (the URL without a trailing `/` or
+    /// `/mcp`, blanks trimmed); `None` without a token.
+    pub fn conn(self) -> Option<Conn> {
+        let token = self.token.filter(|t| !t.trim().is_empty())?;
+        Some(Conn {
+            base: base_url(&self.url),
+            token: token.trim().to_owned(),
+            room: self.room.filter(|r| !r.trim().is_empty()),
+        })
+    }
+}
+
+/// A server's base URL as given, without a trailing `/` or `/mcp`.
+fn base_url(url: &str) -> String {
+    url.trim()
+        .trim_end_matches('/')
+        .trim_end_matches("/mcp")
+        .to_owned()
+}
+
 /// A connection file: `CHATROOM_URL=…`, `CHATROOM_TOKEN=…`,
 /// `CHATROOM_ROOM=…` lines (what `chatroom hook --save-connection` and
 /// `chatroom setup` write, mode 0600).
@@ -101,11 +137,7 @@ impl Conn {
             .filter(|u| !u.is_empty())
             .unwrap_or_else(|| crate::config::DEFAULT_URL.into());
         Ok(Some(Conn {
-            base: base
-                .trim()
-                .trim_end_matches('/')
-                .trim_end_matches("/mcp")
-                .to_owned(),
+            base: base_url(&base),
             token,
             room: get("ROOM").filter(|r| !r.is_empty()),
         }))
@@ -201,23 +233,12 @@ impl Follower {
                 self.body = Some((body, SseParser::default()));
             }
             let (body, parser) = self.body.as_mut().expect("connected");
-            let chunk = match tokio::time::timeout(STALL, body.next()).await {
-                Err(_) => {
+            let chunk = match next_chunk(body).await {
+                Ok(chunk) => chunk,
+                Err(gap) => {
                     self.body = None;
-                    return Err(End::Retry("the stream went silent".into()));
+                    return Err(End::Retry(gap.to_string()));
                 }
-                Ok(None) => {
-                    self.body = None;
-                    return Err(End::Retry("the server closed the stream".into()));
-                }
-                Ok(Some(Err(e))) => {
-                    self.body = None;
-                    return Err(End::Retry(format!(
-                        "the stream broke off: {}",
-                        super::cause_chain(&e)
-                    )));
-                }
-                Ok(Some(Ok(chunk))) => chunk,
             };
             for (name, data) in parser.push(&chunk) {
                 let Ok(data) = serde_json::from_str::<Value>(&data) else {
@@ -310,11 +331,7 @@ impl Follower {
             })?;
         let status = response.status().as_u16();
         if status != 200 {
-            let body = response.text().await.unwrap_or_default();
-            let message = serde_json::from_str::<Value>(&body)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| body.chars().take(200).collect());
+            let message = refusal_message(response).await;
             return Err(match status {
                 401 => End::Fatal(format!(
                     "the token was refused (HTTP 401: {message}); check CHATROOM_TOKEN"
@@ -325,6 +342,50 @@ impl Follower {
         }
         Ok(Box::pin(response.bytes_stream()))
     }
+}
+
+/// Why a stream gave no next chunk.
+#[derive(Debug)]
+pub enum Gap {
+    /// Nothing came for [`STALL`].
+    Silent,
+    /// The server ended the stream (it is restarting).
+    Closed,
+    /// The connection failed; the cause chain.
+    Broke(String),
+}
+
+impl std::fmt::Display for Gap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Gap::Silent => f.write_str("the stream went silent"),
+            Gap::Closed => f.write_str("the server closed the stream"),
+            Gap::Broke(cause) => write!(f, "the stream broke off: {cause}"),
+        }
+    }
+}
+
+/// The stream's next chunk, trusting a silent stream for [`STALL`].
+pub async fn next_chunk<S>(body: &mut S) -> Result<axum::body::Bytes, Gap>
+where
+    S: futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin,
+{
+    match tokio::time::timeout(STALL, body.next()).await {
+        Err(_) => Err(Gap::Silent),
+        Ok(None) => Err(Gap::Closed),
+        Ok(Some(Err(e))) => Err(Gap::Broke(super::cause_chain(&e))),
+        Ok(Some(Ok(chunk))) => Ok(chunk),
+    }
+}
+
+/// The server's message of a refused stream (its JSON error's `message`,
+/// else the start of the body).
+pub async fn refusal_message(response: reqwest::Response) -> String {
+    let body = response.text().await.unwrap_or_default();
+    serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| body.chars().take(200).collect())
 }
 
 /// A reconnect pause that doubles up to 30 s.

@@ -116,8 +116,19 @@ struct ManArgs {
     dir: Option<std::path::PathBuf>,
 }
 
-/// Parses the command line and runs it; the exit code says how it went.
-pub fn main() -> ExitCode {
+/// What `chatroom serve` hands the validated settings and the bound listener
+/// to: the server. The binary wires it in (`main.rs` passes
+/// `server::launch`), so that the command line does not depend on the server.
+pub type Launch =
+    fn(
+        Config,
+        tokio::net::TcpListener,
+        CancellationToken,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>;
+
+/// Parses the command line and runs it (`serve` through `launch`); the exit
+/// code says how it went.
+pub fn main(launch: Launch) -> ExitCode {
     let dotenv = config::load_dotenv();
     let cli = Cli::parse();
     if let Command::Hook(args) = cli.command {
@@ -158,7 +169,7 @@ pub fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match cli.command {
-            Command::Serve => serve().await,
+            Command::Serve => serve(launch).await,
             Command::Admin(args) => admin::run(args).await,
             Command::Healthcheck { url } => healthcheck(url).await,
             Command::Doctor(args) => doctor::run(args).await,
@@ -268,7 +279,7 @@ fn init_logging(config: &Config) {
     }
 }
 
-async fn serve() -> anyhow::Result<ExitCode> {
+async fn serve(launch: Launch) -> anyhow::Result<ExitCode> {
     let dotenv = config::load_dotenv();
     let values = match config::Values::read(&config::env_map()) {
         Ok(v) => v,
@@ -313,7 +324,7 @@ async fn serve() -> anyhow::Result<ExitCode> {
         })?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    crate::server::launch(config, listener, shutdown).await?;
+    launch(config, listener, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -401,4 +412,15 @@ pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap's own checks of every subcommand (unique argument and group
+    /// names, …), which it otherwise makes only when that subcommand runs.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

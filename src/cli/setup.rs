@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
-use super::channel_stream::{Conn, write_conn_file};
+use super::channel_stream::{Conn, ConnArgs, write_conn_file};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Target {
@@ -35,22 +35,15 @@ pub struct SetupArgs {
     /// The project folder (default: the current one).
     #[arg(long, default_value = ".")]
     dir: PathBuf,
-    /// The server's base URL, without /mcp.
-    #[arg(long, env = "CHATROOM_URL", default_value = crate::config::DEFAULT_URL)]
-    url: String,
-    /// The agent's token (cr_…); better from CHATROOM_TOKEN than on the command line.
-    #[arg(long, env = "CHATROOM_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// The room (default: the token's default room).
-    #[arg(long, env = "CHATROOM_ROOM")]
-    room: Option<String>,
+    #[command(flatten)]
+    conn: ConnArgs,
 }
 
 /// The name of our entries in every client's files.
 const NAME: &str = "chatroom";
 
 pub async fn run(args: SetupArgs) -> anyhow::Result<ExitCode> {
-    let Some(token) = args.token.filter(|t| !t.trim().is_empty()) else {
+    let Some(conn) = args.conn.conn() else {
         eprintln!(
             "chatroom setup: no token: set CHATROOM_TOKEN to the agent's token (cr_…, from `chatroom admin add-token`) or pass --token"
         );
@@ -65,16 +58,6 @@ pub async fn run(args: SetupArgs) -> anyhow::Result<ExitCode> {
             );
             return Ok(ExitCode::from(2));
         }
-    };
-    let conn = Conn {
-        base: args
-            .url
-            .trim()
-            .trim_end_matches('/')
-            .trim_end_matches("/mcp")
-            .to_owned(),
-        token: token.trim().to_owned(),
-        room: args.room.filter(|r| !r.trim().is_empty()),
     };
     match write(args.client, &dir, &conn) {
         Ok(written) => {

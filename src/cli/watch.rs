@@ -12,10 +12,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use futures::StreamExt;
 use serde_json::Value;
 
-use super::channel_stream::SseParser;
+use super::channel_stream::{Conn, ConnArgs, Gap, SseParser, next_chunk, refusal_message};
 use crate::domain::model::Event;
 use crate::present::digest;
 
@@ -24,15 +23,8 @@ pub struct WatchArgs {
     /// What to print: mentions of you, all peer activity, or board changes.
     #[arg(long, value_enum, default_value_t = Mode::Mentions)]
     mode: Mode,
-    /// Base URL of the server, without /mcp.
-    #[arg(long, env = "CHATROOM_URL", default_value = crate::config::DEFAULT_URL)]
-    url: String,
-    /// The bearer token (cr_…), from CHATROOM_TOKEN when not given.
-    #[arg(long, env = "CHATROOM_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// Room to follow (default: the token's default room).
-    #[arg(long, env = "CHATROOM_ROOM")]
-    room: Option<String>,
+    #[command(flatten)]
+    conn: ConnArgs,
     /// For Claude Code plugin monitors: the actionable set (mentions,
     /// replies, tasks assigned or sent back, reviews for a lead, a claim
     /// lost, a lease ending), one pointer line per event or coalesced
@@ -54,8 +46,6 @@ enum Mode {
     Board,
 }
 
-/// How long a silent stream is trusted (the server comments every 15 s).
-const STALL: Duration = Duration::from_secs(45);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Why a connection ended.
@@ -72,18 +62,12 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     if args.monitor {
         return Ok(monitor(args).await);
     }
-    let Some(token) = args.token.filter(|t| !t.trim().is_empty()) else {
+    let Some(Conn { base, token, room }) = args.conn.conn() else {
         eprintln!(
             "chatroom watch: no token: set CHATROOM_TOKEN to this agent's token (cr_…, from `chatroom admin add-token`) or pass --token"
         );
         return Ok(ExitCode::from(2));
     };
-    let base = args
-        .url
-        .trim()
-        .trim_end_matches('/')
-        .trim_end_matches("/mcp")
-        .to_owned();
     let client = reqwest::Client::builder()
         .user_agent(concat!("chatroom-watch/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(5))
@@ -91,8 +75,8 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let mut watch = Watch {
         client,
         base,
-        token: token.trim().to_owned(),
-        room: args.room.filter(|r| !r.trim().is_empty()),
+        token,
+        room,
         mode: args.mode,
         after: None,
         connected: false,
@@ -156,18 +140,7 @@ async fn monitor(args: WatchArgs) -> ExitCode {
             }
             super::channel_stream::Conn::resolve(Some(file))
         }
-        None => Ok(args.token.filter(|t| !t.trim().is_empty()).map(|token| {
-            super::channel_stream::Conn {
-                base: args
-                    .url
-                    .trim()
-                    .trim_end_matches('/')
-                    .trim_end_matches("/mcp")
-                    .to_owned(),
-                token: token.trim().to_owned(),
-                room: args.room.filter(|r| !r.trim().is_empty()),
-            }
-        })),
+        None => Ok(args.conn.conn()),
     };
     match conn {
         Ok(Some(conn)) => super::channel::monitor(conn, mode).await,
@@ -230,11 +203,7 @@ impl Watch {
         };
         let status = response.status().as_u16();
         if status != 200 {
-            let body = response.text().await.unwrap_or_default();
-            let message = serde_json::from_str::<Value>(&body)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| body.chars().take(200).collect());
+            let message = refusal_message(response).await;
             return match status {
                 401 => End::Fatal(format!(
                     "the token was refused (HTTP 401: {message}); check CHATROOM_TOKEN"
@@ -252,13 +221,10 @@ impl Watch {
         let mut body = response.bytes_stream();
         let mut parser = SseParser::default();
         loop {
-            let chunk = match tokio::time::timeout(STALL, body.next()).await {
-                Err(_) => return End::Retry("the stream went silent".into()),
-                Ok(None) => return End::Closed,
-                Ok(Some(Err(e))) => {
-                    return End::Retry(format!("the stream broke off: {}", super::cause_chain(&e)));
-                }
-                Ok(Some(Ok(chunk))) => chunk,
+            let chunk = match next_chunk(&mut body).await {
+                Ok(chunk) => chunk,
+                Err(Gap::Closed) => return End::Closed,
+                Err(gap) => return End::Retry(gap.to_string()),
             };
             for (name, data) in parser.push(&chunk) {
                 let Ok(data) = serde_json::from_str::<Value>(&data) else {

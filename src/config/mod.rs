@@ -153,6 +153,11 @@ pub const CLIENT_VARIABLES: &[&str] = &[
 /// is unset: the server's own default listen address.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 
+/// The header of `/healthz` that names the kind of database the server runs
+/// on (`sqlite` or `postgresql`), so a load test can say what it measured.
+/// Only the kind: never a path, a host or a URL.
+pub const DATABASE_HEADER: &str = "x-chatroom-database";
+
 /// Every `CHATROOM_*` variable some part of chatroom reads: the server's
 /// settings, compose's and the agent side's.
 pub fn known_variables() -> impl Iterator<Item = &'static str> {

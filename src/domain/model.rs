@@ -188,11 +188,20 @@ pub struct Room {
     pub retention_days: i64,
 }
 
-/// Room info fields to change; `None` leaves a field as it is.
-#[derive(Debug, Clone, Default)]
+/// Room info fields to change; `None` leaves a field as it is. Declared
+/// once, like [`Grant`]: read from the REST body (serde) and the CLI's flags
+/// (clap).
+#[derive(Debug, Clone, Default, Deserialize, clap::Args, utoipa::ToSchema)]
+#[group(skip)]
 pub struct RoomInfo {
+    /// What the room is for (max 2,000 chars).
+    #[arg(long)]
     pub description: Option<String>,
+    /// The repository the room works on (max 500 chars).
+    #[arg(long)]
     pub repo_url: Option<String>,
+    /// What a newcomer should read first (max 8,000 chars).
+    #[arg(long)]
     pub onboarding_notes: Option<String>,
 }
 

@@ -449,32 +449,18 @@ impl Core {
 
     /// Removes webhook `id`; `not_found` when there is none.
     pub async fn owner_remove_webhook(&self, owner: &Owner<'_>, id: i64) -> Result<()> {
-        if !self.store.delete_webhook(id).await? {
-            return Err(Error::not_found(format!("no webhook {id}")));
-        }
-        self.log_owner(
-            owner.into(),
-            "webhook.remove",
-            format!("webhook #{id}"),
-            false,
-        )
-        .await;
-        Ok(())
+        let found = self.store.delete_webhook(id).await?;
+        let (action, target) = ("webhook.remove", format!("webhook #{id}"));
+        self.log_if_found(owner, found, format!("no webhook {id}"), action, target)
+            .await
     }
 
     /// Resumes a paused webhook `id`; `not_found` when there is none.
     pub async fn owner_resume_webhook(&self, owner: &Owner<'_>, id: i64) -> Result<()> {
-        if !self.store.resume_webhook(id).await? {
-            return Err(Error::not_found(format!("no webhook {id}")));
-        }
-        self.log_owner(
-            owner.into(),
-            "webhook.resume",
-            format!("webhook #{id}"),
-            false,
-        )
-        .await;
-        Ok(())
+        let found = self.store.resume_webhook(id).await?;
+        let (action, target) = ("webhook.resume", format!("webhook #{id}"));
+        self.log_if_found(owner, found, format!("no webhook {id}"), action, target)
+            .await
     }
 
     /// Adds an inbound URL (see [`add_inbound`]); its secret is in the
@@ -495,16 +481,27 @@ impl Core {
 
     /// Removes the inbound URL `key`; `not_found` when there is none.
     pub async fn owner_remove_inbound(&self, owner: &Owner<'_>, key: &str) -> Result<()> {
-        if !self.store.delete_inbound(key).await? {
-            return Err(Error::not_found("no such inbound URL"));
+        let found = self.store.delete_inbound(key).await?;
+        let (action, target) = ("inbound.remove", format!("inbound URL {key}"));
+        self.log_if_found(owner, found, "no such inbound URL".into(), action, target)
+            .await
+    }
+
+    /// An owner's change the store made (`found`) goes to the admin log as
+    /// `action` on `target`; one it found nothing for is `not_found`
+    /// (`missing`).
+    async fn log_if_found(
+        &self,
+        owner: &Owner<'_>,
+        found: bool,
+        missing: String,
+        action: &str,
+        target: String,
+    ) -> Result<()> {
+        if !found {
+            return Err(Error::not_found(missing));
         }
-        self.log_owner(
-            owner.into(),
-            "inbound.remove",
-            format!("inbound URL {key}"),
-            false,
-        )
-        .await;
+        self.log_owner(owner.into(), action, target, false).await;
         Ok(())
     }
 }

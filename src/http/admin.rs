@@ -257,6 +257,25 @@ fn refuse_token_like<'a>(
     Ok(())
 }
 
+/// A room's info fields as the core takes them; refused when one holds what
+/// looks like a token.
+fn checked_info(
+    description: Option<String>,
+    repo_url: Option<String>,
+    onboarding_notes: Option<String>,
+) -> Result<RoomInfo> {
+    refuse_token_like([
+        ("description", description.as_deref()),
+        ("repo_url", repo_url.as_deref()),
+        ("onboarding_notes", onboarding_notes.as_deref()),
+    ])?;
+    Ok(RoomInfo {
+        description,
+        repo_url,
+        onboarding_notes,
+    })
+}
+
 /// Last line of defence for "never a token in an error": error answers of
 /// the console API (ours, the domain's, axum's) pass through
 /// [`redact_tokens`], since some echo the input they refuse.
@@ -342,16 +361,7 @@ async fn create_room(
     actor: Admin,
     JsonBody(body): JsonBody<NewRoom>,
 ) -> Result<Response> {
-    refuse_token_like([
-        ("description", body.description.as_deref()),
-        ("repo_url", body.repo_url.as_deref()),
-        ("onboarding_notes", body.onboarding_notes.as_deref()),
-    ])?;
-    let info = RoomInfo {
-        description: body.description,
-        repo_url: body.repo_url,
-        onboarding_notes: body.onboarding_notes,
-    };
+    let info = checked_info(body.description, body.repo_url, body.onboarding_notes)?;
     let call = actor.call("admin.create_room");
     let owner = Owner::console(&call, actor.addr);
     let room = state
@@ -394,16 +404,7 @@ async fn room_info(
     Path(RoomPath { room }): Path<RoomPath>,
     JsonBody(body): JsonBody<InfoBody>,
 ) -> Result<Json<Value>> {
-    refuse_token_like([
-        ("description", body.description.as_deref()),
-        ("repo_url", body.repo_url.as_deref()),
-        ("onboarding_notes", body.onboarding_notes.as_deref()),
-    ])?;
-    let info = RoomInfo {
-        description: body.description,
-        repo_url: body.repo_url,
-        onboarding_notes: body.onboarding_notes,
-    };
+    let info = checked_info(body.description, body.repo_url, body.onboarding_notes)?;
     let call = actor.call("admin.set_room_info");
     let owner = Owner::console(&call, actor.addr);
     let room = room_call(&state, &call, &room, async || {

@@ -37,13 +37,14 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::json;
 use sha2::Sha256;
 
+use crate::auth::throttle::Windows;
 use crate::config::Config;
 use crate::domain::oauth::{
     self, ClientInfo, Lifetimes, OAuthError, RedirectKind, RegistrationRequest, SCOPE,
     redirect_matches, same_resource,
 };
 use crate::state::AppState;
-use limits::{Windows, network_of};
+use limits::network_of;
 
 use crate::assets::SIGNIN_CSS as CONSENT_CSS;
 /// The policy of the consent and error pages: our own stylesheet, nothing
@@ -328,19 +329,7 @@ fn page(status: StatusCode, html: Result<String, askama::Error>) -> Response {
         )
             .into_response();
     };
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CONTENT_SECURITY_POLICY, PAGE_CSP),
-            (header::X_FRAME_OPTIONS, "DENY"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::REFERRER_POLICY, "no-referrer"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        html,
-    )
-        .into_response()
+    super::pages::page_response(status, PAGE_CSP, "no-store", html)
 }
 
 #[derive(Template)]

@@ -490,36 +490,21 @@ async fn room_info(
     Ok(Json(api.untrusted(&room.name, present::room(&room))))
 }
 
-#[derive(Deserialize, ToSchema)]
-struct InfoBody {
-    /// What the room is for.
-    description: Option<String>,
-    /// The repository the room works on.
-    repo_url: Option<String>,
-    /// What a newcomer should read first.
-    onboarding_notes: Option<String>,
-}
-
 /// Any writer sets a room's description, repo URL and onboarding notes.
 #[utoipa::path(
     post,
     path = "/v1/rooms/{room}/info",
     tag = "rooms",
     params(("room" = String, Path, description = "The room")),
-    request_body(content = InfoBody, content_type = "application/json", description = "At least one field"),
+    request_body(content = RoomInfo, content_type = "application/json", description = "At least one field"),
     responses((status = 200, description = "`{ok, room_info, …}`", body = Object)),
 )]
 async fn set_room_info(
     State(s): State<AppState>,
     api: Api,
     Path(room): Path<String>,
-    JsonBody(b): JsonBody<InfoBody>,
+    JsonBody(info): JsonBody<RoomInfo>,
 ) -> Result<Json<Value>> {
-    let info = RoomInfo {
-        description: b.description,
-        repo_url: b.repo_url,
-        onboarding_notes: b.onboarding_notes,
-    };
     let room = api
         .run(&s, "v1:set_room_info", None, async |call| {
             s.core.set_room_info(call, Some(&room), info).await
