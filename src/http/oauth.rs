@@ -329,7 +329,7 @@ fn page(status: StatusCode, html: Result<String, askama::Error>) -> Response {
         )
             .into_response();
     };
-    super::pages::page_response(status, PAGE_CSP, "no-store", html)
+    super::shared::page_response(status, PAGE_CSP, "no-store", html)
 }
 
 #[derive(Template)]

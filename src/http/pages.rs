@@ -20,31 +20,7 @@ fn html(status: StatusCode, page: askama::Result<String>) -> Response {
     let Ok(body) = page else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    page_response(status, CSP, "no-cache", body)
-}
-
-/// A rendered server page (these small pages, the sign-in pages) with the
-/// headers every one of them gets: its content security policy, never
-/// framed, never sniffed, no referrer, and how it may be cached.
-pub(crate) fn page_response(
-    status: StatusCode,
-    csp: &'static str,
-    cache_control: &'static str,
-    html: String,
-) -> Response {
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CONTENT_SECURITY_POLICY, csp),
-            (header::X_FRAME_OPTIONS, "DENY"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::REFERRER_POLICY, "no-referrer"),
-            (header::CACHE_CONTROL, cache_control),
-        ],
-        html,
-    )
-        .into_response()
+    super::shared::page_response(status, CSP, "no-cache", body)
 }
 
 #[derive(Template)]

@@ -8,7 +8,7 @@
 //! their modules, behind their gates.
 
 use axum::Router;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -44,6 +44,30 @@ pub fn asset(content_type: &'static str, body: &'static str) -> Response {
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
         body,
+    )
+        .into_response()
+}
+
+/// A rendered server page (these small pages, the sign-in pages) with the
+/// headers every one of them gets: its content security policy, never
+/// framed, never sniffed, no referrer, and how it may be cached.
+pub fn page_response(
+    status: StatusCode,
+    csp: &'static str,
+    cache_control: &'static str,
+    html: String,
+) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, csp),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CACHE_CONTROL, cache_control),
+        ],
+        html,
     )
         .into_response()
 }
