@@ -75,11 +75,16 @@ impl<K: Hash + Eq + Copy> Windows<K> {
     /// Counts one event of `key`; `Err(seconds to wait)` when it is over
     /// the limit (the refused event is not counted).
     pub fn take(&self, key: K) -> Result<(), u64> {
-        let retry = self.blocked(key);
-        if let Some(s) = retry {
+        if self.limit == 0 {
+            return Ok(());
+        }
+        // One lock for the look and the count: callers arriving together
+        // cannot all pass a look that only one of them should.
+        let mut state = self.lock();
+        if let Some(s) = self.wait_of(&state, &key) {
             return Err(s);
         }
-        self.count(key);
+        self.count_in(&mut state, key);
         Ok(())
     }
 
@@ -88,8 +93,11 @@ impl<K: Hash + Eq + Copy> Windows<K> {
         if self.limit == 0 {
             return None;
         }
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let (started, n) = state.get(&key)?;
+        self.wait_of(&self.lock(), &key)
+    }
+
+    fn wait_of(&self, state: &HashMap<K, (Instant, u32)>, key: &K) -> Option<u64> {
+        let (started, n) = state.get(key)?;
         let elapsed = started.elapsed();
         (elapsed < self.window && *n >= self.limit)
             .then(|| (self.window - elapsed).as_secs().max(1))
@@ -100,8 +108,11 @@ impl<K: Hash + Eq + Copy> Windows<K> {
         if self.limit == 0 {
             return;
         }
+        self.count_in(&mut self.lock(), key);
+    }
+
+    fn count_in(&self, state: &mut HashMap<K, (Instant, u32)>, key: K) {
         let now = Instant::now();
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state.len() >= MAX_TRACKED && !state.contains_key(&key) {
             let window = self.window;
             state.retain(|_, (started, _)| now.duration_since(*started) < window);
@@ -126,10 +137,11 @@ impl<K: Hash + Eq + Copy> Windows<K> {
 
     /// How many keys are tracked.
     pub fn tracked(&self) -> usize {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, (Instant, u32)>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
