@@ -34,6 +34,19 @@ fn search_too_slow() -> crate::error::Error {
     ))
 }
 
+/// The bound of a mentions read after `since_id`, for both backends'
+/// `seq > bound`: `since_id` 0 (from the start) keeps the notes placed
+/// before any message, at `seq` 0. One bare comparison is a range of the
+/// `(room, agent, seq)` index, where `seq > x OR x = 0` would be a filter
+/// over every mention the agent ever had.
+fn mentions_after(since_id: i64) -> i64 {
+    if since_id == 0 {
+        -1
+    } else {
+        since_id
+    }
+}
+
 /// The broken build that `tests/history` must catch, in `history-fault`
 /// builds only: with `CHATROOM_HISTORY_FAULT=unguarded-claim` a claim is
 /// written without its version guard (decided on the task as read, written

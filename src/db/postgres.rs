@@ -1135,6 +1135,14 @@ impl Store for PostgresStore {
         advance: bool,
         skip_own: bool,
     ) -> Result<EventPage> {
+        // An advancing read joins its cursor's queue on this replica at
+        // once: callers of one cursor then read one after another, each
+        // after the one before has moved it, instead of all reading the
+        // same page first and then waiting to find it taken.
+        let _turn = match advance {
+            true => Some(self.turns.take(room, agent).await),
+            false => None,
+        };
         // Most polls find nothing new: those read without a lock and leave
         // the cursor as it is.
         let seen = cursor_page(&self.pool, room, agent, limit, skip_own).await?;
@@ -1144,11 +1152,18 @@ impl Store for PostgresStore {
             return Ok(seen.into_page(first_look));
         }
         // An advancing read decides its page once: it holds the cursor's row
-        // (callers of one cursor queue behind each other, here and then on
-        // the row lock across replicas), reads the page after where the one
-        // before it left the cursor, and moves it in the same transaction.
-        let _turn = self.turns.take(room, agent).await;
+        // (across replicas the row lock orders the callers of one cursor),
+        // reads the page after where the one before it left the cursor, and
+        // moves it in the same transaction.
         let mut tx = self.pool.begin().await?;
+        // A cursor is a read position: the commit need not wait for the
+        // WAL flush. A database crash can lose the last moves, which shows
+        // those pages again (never skips one); the events themselves are
+        // committed as usual. The queue behind this cursor waits one
+        // flush less per caller.
+        sqlx::query("SET LOCAL synchronous_commit = off")
+            .execute(&mut *tx)
+            .await?;
         let mut first_look = false;
         if lock_cursor(&mut tx, room, agent).await?.is_none() {
             // A first look makes the row (a concurrent first look waits on
@@ -1358,13 +1373,13 @@ impl Store for PostgresStore {
         let rows = sqlx::query(task_sql(
             "SELECT {} FROM tasks WHERE room = $1 \
              AND (cardinality($2::text[]) = 0 OR status = ANY($2)) \
-             AND ($3::text IS NULL OR assignee = $3) AND ($4::bigint IS NULL OR id < $4) \
+             AND ($3::text IS NULL OR assignee = $3) AND id < $4 \
              ORDER BY id DESC LIMIT $5",
         ))
         .bind(room)
         .bind(statuses)
         .bind(&q.assignee)
-        .bind(q.before_id)
+        .bind(q.before_id.unwrap_or(i64::MAX))
         .bind(q.limit)
         .fetch_all(&mut *conn)
         .await?;
@@ -1473,12 +1488,12 @@ impl Store for PostgresStore {
             "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
                 COALESCE(m.author, n.author) AS author, COALESCE(m.ts, n.ts) AS ts, COALESCE(m.body, n.body) AS body \
              FROM mentions x LEFT JOIN messages m ON m.id = x.message_id LEFT JOIN notes n ON n.id = x.note_id \
-             WHERE x.room = $1 AND x.agent = $2 AND (x.seq > $3 OR $3 = 0) AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
+             WHERE x.room = $1 AND x.agent = $2 AND x.seq > $3 AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
              ORDER BY x.seq, x.id LIMIT $4",
         )
         .bind(room)
         .bind(agent)
-        .bind(since_id)
+        .bind(super::mentions_after(since_id))
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;

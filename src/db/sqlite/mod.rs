@@ -614,11 +614,12 @@ fn within_search_time<T>(c: &Connection, f: impl FnOnce(&Connection) -> Result<T
 /// author and time of the message or note each points at. A note sits at
 /// the room's newest message when it was written: `since_id` 7 leaves out
 /// message 7 and the notes written between it and the next message, and
-/// `since_id` 0 (from the start) keeps the notes from before any message.
+/// `since_id` 0 (from the start) keeps the notes from before any message
+/// ([`super::mentions_after`] gives the bound).
 const MY_MENTIONS: &str = "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
         COALESCE(m.author, n.author) AS author, COALESCE(m.ts, n.ts) AS ts, COALESCE(m.body, n.body) AS body \
      FROM mentions x LEFT JOIN messages m ON m.id = x.message_id LEFT JOIN notes n ON n.id = x.note_id \
-     WHERE x.room = ?1 AND x.agent = ?2 AND (x.seq > ?3 OR ?3 = 0) AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
+     WHERE x.room = ?1 AND x.agent = ?2 AND x.seq > ?3 AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
      ORDER BY x.seq, x.id LIMIT ?4";
 
 /// The events of a room after `since` up to `upto`, optionally without
@@ -1397,7 +1398,7 @@ impl Store for SqliteStore {
         let sql = const_format_task(
             "SELECT {} FROM tasks WHERE room = ?1 \
              AND (?2 = '[]' OR status IN (SELECT value FROM json_each(?2))) \
-             AND (?3 IS NULL OR assignee = ?3) AND (?4 IS NULL OR id < ?4) \
+             AND (?3 IS NULL OR assignee = ?3) AND id < ?4 \
              ORDER BY id DESC LIMIT ?5",
         );
         self.read(|c| {
@@ -1405,7 +1406,7 @@ impl Store for SqliteStore {
             let mut tasks = rows(
                 &tx,
                 &sql,
-                params![room, statuses, q.assignee, q.before_id, q.limit],
+                params![room, statuses, q.assignee, q.before_id.unwrap_or(i64::MAX), q.limit],
                 task_from_row,
             )?
             .into_iter()
@@ -1521,7 +1522,7 @@ impl Store for SqliteStore {
         limit: i64,
     ) -> Result<Vec<Mention>> {
         self.read(|c| {
-            rows(c, MY_MENTIONS, params![room, agent, since_id, limit], |r| {
+            rows(c, MY_MENTIONS, params![room, agent, super::mentions_after(since_id), limit], |r| {
                 Ok(Mention {
                     seq: r.get("seq")?,
                     message_id: r.get("message_id")?,
