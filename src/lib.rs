@@ -37,6 +37,7 @@
 //!   dashboard, console, the board app's parts, the pages' style).
 //! - [`mqtt`]: the MQTT bridge.
 //! - [`webhooks`]: webhooks out, the other consumer of the event bus.
+//! - [`tls`]: the one TLS stack (rustls on ring) every outgoing client uses.
 //! - [`cli`]: the `chatroom` command line.
 #![forbid(unsafe_code)]
 
@@ -56,4 +57,5 @@ pub mod present;
 pub mod secret;
 pub mod server;
 pub mod state;
+pub mod tls;
 pub mod webhooks;

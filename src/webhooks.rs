@@ -51,7 +51,7 @@ const PAGE: i64 = 100;
 /// events past its cursor. `listen` is the server's own address, which a
 /// webhook may not point at.
 pub async fn run(core: Core, listen: SocketAddr) {
-    let client = match reqwest::Client::builder()
+    let client = match crate::tls::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(ATTEMPT_TIMEOUT)
         .connect_timeout(ATTEMPT_TIMEOUT)

@@ -261,6 +261,28 @@ fn no_module_imports_round_a_circle() {
 }
 
 /// The reader itself: it sees an import where one is, and none in a comment.
+/// The binary carries one TLS stack, rustls on ring, and reqwest has no
+/// provider of its own: a client built past `tls::client_builder` (which
+/// installs ring first) would panic in the release binary at `build()`,
+/// while the tests, whose own reqwest brings a provider, would not notice.
+#[test]
+fn every_outgoing_client_is_built_on_the_one_tls_stack() {
+    let bare: Vec<String> = modules()
+        .into_iter()
+        .filter(|(module, code)| {
+            module != "tls"
+                && (code.contains("Client::builder()")
+                    || code.contains("Client::new()")
+                    || code.contains("Client::default()"))
+        })
+        .map(|(module, _)| module)
+        .collect();
+    assert!(
+        bare.is_empty(),
+        "modules building a reqwest client without crate::tls::client_builder(): {bare:?}"
+    );
+}
+
 #[test]
 fn the_reader_finds_imports_and_skips_comments() {
     let all = modules();

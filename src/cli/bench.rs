@@ -329,7 +329,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .map(|u| u.trim_end_matches('/').trim_end_matches("/mcp").to_owned())
         .collect();
     let base = bases.join(", ");
-    let http = reqwest::Client::builder()
+    let http = crate::tls::client_builder()
         .pool_max_idle_per_host(args.concurrency * 2 + 8)
         .tcp_nodelay(true)
         .build()?;

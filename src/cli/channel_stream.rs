@@ -204,7 +204,7 @@ impl Follower {
     /// A follower of `conn`'s room, saying it is a `kind` push client,
     /// starting after event `after` (`None`: from now).
     pub fn new(conn: Conn, kind: &'static str, after: Option<i64>) -> Follower {
-        let http = reqwest::Client::builder()
+        let http = crate::tls::client_builder()
             .user_agent(format!("chatroom-{kind}/{}", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(5))
             .build()

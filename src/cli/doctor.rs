@@ -592,7 +592,7 @@ fn hook_state(report: &mut Report) {
 }
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::tls::client_builder()
         .timeout(Duration::from_secs(5))
         .user_agent(concat!("chatroom-doctor/", env!("CARGO_PKG_VERSION")))
         .build()

@@ -281,7 +281,7 @@ pub(super) async fn post_state(
     conn: &super::channel_stream::Conn,
     state: &str,
 ) -> Result<(), String> {
-    let client = reqwest::Client::builder()
+    let client = crate::tls::client_builder()
         .user_agent(concat!("chatroom-hook/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(TOTAL_TIMEOUT)
@@ -314,7 +314,7 @@ async fn fetch(
     mark: &MarkFile,
     limit: Option<i64>,
 ) -> Result<Option<String>, String> {
-    let client = reqwest::Client::builder()
+    let client = crate::tls::client_builder()
         .user_agent(concat!("chatroom-hook/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(TOTAL_TIMEOUT)

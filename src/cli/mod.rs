@@ -367,7 +367,7 @@ async fn healthcheck(url: Option<String>) -> anyhow::Result<ExitCode> {
             format!("http://{addr}")
         }
     };
-    let client = reqwest::Client::builder()
+    let client = crate::tls::client_builder()
         .timeout(std::time::Duration::from_secs(5))
         .build()?;
     let url = format!("{base}/healthz");

@@ -157,7 +157,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
     println!(
         r#"# {{"hooks": {{"UserPromptSubmit": [{{"hooks": [{{"type": "command", "command": "chatroom hook"}}]}}]}}}}"#
     );
-    let healthy = reqwest::Client::builder()
+    let healthy = crate::tls::client_builder()
         .timeout(std::time::Duration::from_secs(2))
         .build()?
         .get(format!("{base}/healthz"))

@@ -68,7 +68,7 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
-    let client = reqwest::Client::builder()
+    let client = crate::tls::client_builder()
         .user_agent(concat!("chatroom-watch/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(5))
         .build()?;

@@ -139,7 +139,7 @@ async fn idle(conn: &Conn) -> ExitCode {
 }
 
 fn http() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::tls::client_builder()
         .user_agent(concat!("chatroom-rewake/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(20))

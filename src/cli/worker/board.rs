@@ -72,7 +72,7 @@ pub struct Board {
 impl Board {
     /// Connects to `mcp_url` (the `initialize` handshake) with `token`.
     pub async fn connect(mcp_url: &str, token: &Secret) -> anyhow::Result<Board> {
-        let http = reqwest::Client::builder()
+        let http = crate::tls::client_builder()
             .connect_timeout(Duration::from_secs(10))
             // The token must not follow a redirect to some other host.
             .redirect(reqwest::redirect::Policy::none())

@@ -83,7 +83,7 @@ impl Model {
                 Some(v)
             }
         };
-        let http = reqwest::Client::builder()
+        let http = crate::tls::client_builder()
             .timeout(timeout)
             .connect_timeout(CONNECT_TIMEOUT)
             // A redirect could carry the key to another host or downgrade to http.

@@ -1406,7 +1406,13 @@ impl Store for SqliteStore {
             let mut tasks = rows(
                 &tx,
                 &sql,
-                params![room, statuses, q.assignee, q.before_id.unwrap_or(i64::MAX), q.limit],
+                params![
+                    room,
+                    statuses,
+                    q.assignee,
+                    q.before_id.unwrap_or(i64::MAX),
+                    q.limit
+                ],
                 task_from_row,
             )?
             .into_iter()
@@ -1522,17 +1528,22 @@ impl Store for SqliteStore {
         limit: i64,
     ) -> Result<Vec<Mention>> {
         self.read(|c| {
-            rows(c, MY_MENTIONS, params![room, agent, super::mentions_after(since_id), limit], |r| {
-                Ok(Mention {
-                    seq: r.get("seq")?,
-                    message_id: r.get("message_id")?,
-                    note_id: r.get("note_id")?,
-                    task_id: r.get("task_id")?,
-                    author: r.get("author")?,
-                    ts: r.get("ts")?,
-                    body: r.get("body")?,
-                })
-            })
+            rows(
+                c,
+                MY_MENTIONS,
+                params![room, agent, super::mentions_after(since_id), limit],
+                |r| {
+                    Ok(Mention {
+                        seq: r.get("seq")?,
+                        message_id: r.get("message_id")?,
+                        note_id: r.get("note_id")?,
+                        task_id: r.get("task_id")?,
+                        author: r.get("author")?,
+                        ts: r.get("ts")?,
+                        body: r.get("body")?,
+                    })
+                },
+            )
         })
     }
 

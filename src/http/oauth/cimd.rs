@@ -355,7 +355,7 @@ fn make_room<V>(map: &mut HashMap<String, (Instant, V)>) {
 
 impl Fetcher {
     pub fn new(enabled: bool) -> Fetcher {
-        let http = reqwest::Client::builder()
+        let http = crate::tls::client_builder()
             .https_only(true)
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
