@@ -156,3 +156,36 @@ async fn an_old_sqlite_database_migrates() {
     assert_eq!(there.len(), 1);
     assert_eq!(there[0].message_id, Some(2));
 }
+
+/// Writes that commit together are all found, on both backends: posts sent
+/// at once share group commits (SQLite indexes a batch's text just before
+/// its commit), and a task whose body changes is found by its new words
+/// and no longer by its old ones.
+#[tokio::test]
+async fn every_write_of_a_burst_is_found_and_a_changed_body_replaces_its_words() {
+    let s = TestServer::start().await;
+    let c = s.agent("poster", "burst").await;
+    let posts = (0..48).map(|i| {
+        let c = &c;
+        async move {
+            c.call("post_message", json!({"body": format!("burst word{i}")}))
+                .await
+        }
+    });
+    futures::future::join_all(posts).await;
+    for i in 0..48 {
+        let r = c.call("search", json!({"query": format!("word{i}")})).await;
+        assert_eq!(r["count"], 1, "word{i}: {r}");
+    }
+    let t = c
+        .call("create_task", json!({"title": "index", "body": "oldword"}))
+        .await["created"]["id"]
+        .as_i64()
+        .unwrap();
+    c.call("update_task", json!({"task_id": t, "body": "newword"}))
+        .await;
+    let old = c.call("search", json!({"query": "oldword"})).await;
+    assert_eq!(old["count"], 0, "{old}");
+    let new = c.call("search", json!({"query": "newword"})).await;
+    assert_eq!(new["count"], 1, "{new}");
+}

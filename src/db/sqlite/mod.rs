@@ -82,7 +82,12 @@ impl SqliteStore {
                 .map_err(|e| anyhow::anyhow!("cannot open database {path}: {e}"))
         };
         // Checkpoints are the checkpointer's, off the write path.
-        let writer = Writer::new(open(false)?);
+        let conn = open(false)?;
+        // Rows written by anything but the writer (none should be) are
+        // indexed now, before any search.
+        conn.execute_batch(&format!("BEGIN IMMEDIATE; {INDEX_PENDING} COMMIT;"))
+            .map_err(|e| anyhow::anyhow!("cannot index database {path}: {e}"))?;
+        let writer = Writer::new(conn).before_commit(INDEX_PENDING);
         let checkpointer = checkpoint::spawn(open(false)?, writer.pauser())
             .map_err(|e| anyhow::anyhow!("cannot start the WAL checkpointer: {e}"))?;
         Ok(SqliteStore {
@@ -609,6 +614,13 @@ fn within_search_time<T>(c: &Connection, f: impl FnOnce(&Connection) -> Result<T
     }
     out
 }
+
+/// Moves the text of the rows written since the last commit into the
+/// full-text index, one FTS5 segment for a whole batch (migration 0012 says
+/// why it waits for the commit).
+const INDEX_PENDING: &str = "INSERT OR REPLACE INTO search_fts (rowid, body, room_key, room) \
+     SELECT id, body, room_key, room FROM search_pending ORDER BY id; \
+     DELETE FROM search_pending;";
 
 /// An agent's mentions in a room after message `since_id`, with the body,
 /// author and time of the message or note each points at. A note sits at

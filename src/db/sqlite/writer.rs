@@ -37,6 +37,9 @@ pub struct Writer {
 struct State {
     conn: Connection,
     batch: Option<Batch>,
+    /// Run in the transaction just before every commit (the store's
+    /// deferred index work), outside any write's savepoint.
+    before_commit: Option<&'static str>,
 }
 
 struct Batch {
@@ -47,10 +50,25 @@ struct Batch {
 impl Writer {
     pub fn new(conn: Connection) -> Writer {
         Writer {
-            state: Arc::new(Mutex::new(State { conn, batch: None })),
+            state: Arc::new(Mutex::new(State {
+                conn,
+                batch: None,
+                before_commit: None,
+            })),
             queued: Arc::new(AtomicUsize::new(0)),
             ending: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Runs `sql` in each batch's transaction just before its commit, after
+    /// every write's savepoint is released; its failure fails the batch
+    /// like a failed commit.
+    pub fn before_commit(self, sql: &'static str) -> Writer {
+        // Only `new` has handed the state out yet: the lock is free.
+        if let Ok(mut state) = self.state.try_lock() {
+            state.before_commit = Some(sql);
+        }
+        self
     }
 
     /// A handle that lets a thread outside the runtime (the checkpointer)
@@ -204,9 +222,12 @@ impl Drop for Savepoint<'_> {
 
 /// Commits the open batch and tells the writes that wait on it.
 fn commit(state: &mut State) -> std::result::Result<(), String> {
-    let result = state
-        .conn
-        .execute_batch("COMMIT")
+    let before = match state.before_commit {
+        Some(sql) => state.conn.execute_batch(sql),
+        None => Ok(()),
+    };
+    let result = before
+        .and_then(|()| state.conn.execute_batch("COMMIT"))
         .map_err(|e| e.to_string());
     if result.is_err() && !state.conn.is_autocommit() {
         // A transaction still open here is rolled back again before the next
