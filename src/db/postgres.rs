@@ -1155,14 +1155,15 @@ impl Store for PostgresStore {
         // (across replicas the row lock orders the callers of one cursor),
         // reads the page after where the one before it left the cursor, and
         // moves it in the same transaction.
-        let mut tx = self.pool.begin().await?;
-        // A cursor is a read position: the commit need not wait for the
-        // WAL flush. A database crash can lose the last moves, which shows
-        // those pages again (never skips one); the events themselves are
-        // committed as usual. The queue behind this cursor waits one
-        // flush less per caller.
-        sqlx::query("SET LOCAL synchronous_commit = off")
-            .execute(&mut *tx)
+        //
+        // A cursor is a read position: its commit need not wait for the WAL
+        // flush. A database crash can lose the last moves, which shows those
+        // pages again (never skips one); the events themselves are committed
+        // as usual. The queue behind this cursor waits one flush less per
+        // caller (and the setting rides on the `BEGIN`, no round trip more).
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
             .await?;
         let mut first_look = false;
         if lock_cursor(&mut tx, room, agent).await?.is_none() {
