@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::domain::limits;
 use crate::domain::model::*;
 use crate::domain::profile::Profile;
-use crate::domain::store::Store;
+use crate::domain::store::prelude::*;
 use crate::error::Result;
 
 /// The answer to a search stopped at its time limit
@@ -40,11 +40,7 @@ fn search_too_slow() -> crate::error::Error {
 /// `(room, agent, seq)` index, where `seq > x OR x = 0` would be a filter
 /// over every mention the agent ever had.
 fn mentions_after(since_id: i64) -> i64 {
-    if since_id == 0 {
-        -1
-    } else {
-        since_id
-    }
+    if since_id == 0 { -1 } else { since_id }
 }
 
 /// The broken build that `tests/history` must catch, in `history-fault`

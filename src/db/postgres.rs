@@ -530,6 +530,24 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    async fn start_relay(&self, bus: EventBus, shutdown: CancellationToken) -> Result<()> {
+        let relay = Relay {
+            pool: self.pool.clone(),
+            options: self.options.clone().application_name(RELAY_APPLICATION),
+            bus,
+            cache: self.cache.clone(),
+        };
+        // Listen first, then note where each room stands: an event committed
+        // in between is announced, none is lost.
+        let listener = relay.listen().await?;
+        relay.bus.start_relay(latest_per_room(&self.pool).await?);
+        tokio::spawn(relay.run(listener, shutdown));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RoomStore for PostgresStore {
     async fn create_room(&self, room: &Room, now: i64) -> Result<bool> {
         let done = sqlx::query(
             "INSERT INTO rooms (name, description, repo_url, onboarding_notes, retention_days, created_ts) \
@@ -690,7 +708,10 @@ impl Store for PostgresStore {
                 .rows_affected();
         Ok(total)
     }
+}
 
+#[async_trait]
+impl TokenStore for PostgresStore {
     async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
         Ok(sqlx::query_scalar(
             "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
@@ -959,7 +980,10 @@ impl Store for PostgresStore {
             )
             .collect())
     }
+}
 
+#[async_trait]
+impl ChatStore for PostgresStore {
     async fn post_message(
         &self,
         room: &str,
@@ -1081,7 +1105,10 @@ impl Store for PostgresStore {
         .await?;
         Ok(page_with_latest(&rows, message_from_row))
     }
+}
 
+#[async_trait]
+impl EventStore for PostgresStore {
     async fn read_events_latest(&self, room: &str, f: &EventFilter) -> Result<(Vec<Event>, i64)> {
         let rows = sqlx::query(
             "SELECT l.latest, e.id, e.room, e.ts, e.kind, e.actor, e.task_id, e.message_id, e.detail \
@@ -1231,7 +1258,10 @@ impl Store for PostgresStore {
                 .unwrap_or(0),
         )
     }
+}
 
+#[async_trait]
+impl AuditStore for PostgresStore {
     async fn insert_audit(&self, rows: &[AuditRow]) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
@@ -1299,7 +1329,10 @@ impl Store for PostgresStore {
             })
             .collect())
     }
+}
 
+#[async_trait]
+impl BoardStore for PostgresStore {
     async fn create_task(
         &self,
         room: &str,
@@ -1575,7 +1608,10 @@ impl Store for PostgresStore {
             })
             .collect())
     }
+}
 
+#[async_trait]
+impl FileStore for PostgresStore {
     async fn put_file(&self, room: &str, f: &NewFile, record: Record) -> Result<(FileMeta, Event)> {
         let mut tx = self.begin_room(room).await?;
         let id: i64 = sqlx::query_scalar(
@@ -1677,22 +1713,10 @@ impl Store for PostgresStore {
         tx.commit().await?;
         Ok(Some(event))
     }
+}
 
-    async fn start_relay(&self, bus: EventBus, shutdown: CancellationToken) -> Result<()> {
-        let relay = Relay {
-            pool: self.pool.clone(),
-            options: self.options.clone().application_name(RELAY_APPLICATION),
-            bus,
-            cache: self.cache.clone(),
-        };
-        // Listen first, then note where each room stands: an event committed
-        // in between is announced, none is lost.
-        let listener = relay.listen().await?;
-        relay.bus.start_relay(latest_per_room(&self.pool).await?);
-        tokio::spawn(relay.run(listener, shutdown));
-        Ok(())
-    }
-
+#[async_trait]
+impl CopyStore for PostgresStore {
     async fn dump_table(&self, table: &str, after: i64, limit: i64) -> Result<Vec<Value>> {
         let t = Table::named(table)?;
         let select = t
@@ -1825,7 +1849,10 @@ impl Store for PostgresStore {
         .await?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl OAuthStore for PostgresStore {
     // OAuth: see `postgres/oauth.rs`.
     async fn oauth_insert_client(
         &self,
@@ -1836,12 +1863,15 @@ impl Store for PostgresStore {
         self.oauth_insert_client_impl(client, max, unused_before)
             .await
     }
+
     async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
         self.oauth_client_impl(client_id).await
     }
+
     async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
         self.oauth_insert_connect_code_impl(code).await
     }
+
     async fn oauth_approve(
         &self,
         connect_hash: &str,
@@ -1853,39 +1883,51 @@ impl Store for PostgresStore {
         self.oauth_approve_impl(connect_hash, client_id, client_name, code, now)
             .await
     }
+
     async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
         self.oauth_take_auth_code_impl(hash, now).await
     }
+
     async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
         self.oauth_insert_tokens_impl(tokens).await
     }
+
     async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
         self.oauth_token_impl(hash).await
     }
+
     async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
         self.oauth_grant_by_refresh_impl(hash).await
     }
+
     async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
         self.oauth_grant_impl(id).await
     }
+
     async fn oauth_rotate_refresh(&self, rotation: &Rotation) -> Result<bool> {
         self.oauth_rotate_refresh_impl(rotation).await
     }
+
     async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
         self.oauth_revoke_grant_impl(grant_id, now).await
     }
+
     async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
         self.oauth_revoke_agent_impl(agent, now).await
     }
+
     async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
         self.oauth_list_grants_impl().await
     }
+
     async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
         self.oauth_purge_grants_impl(revoked_before).await
     }
+
     async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
         self.oauth_key_impl(name, fresh).await
     }
+
     async fn oauth_prune(&self, now: i64) -> Result<u64> {
         self.oauth_prune_impl(now).await
     }

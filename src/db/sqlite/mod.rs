@@ -685,7 +685,10 @@ impl Store for SqliteStore {
             Ok(())
         })
     }
+}
 
+#[async_trait]
+impl RoomStore for SqliteStore {
     async fn create_room(&self, room: &Room, now: i64) -> Result<bool> {
         self.write(|c| {
             let n = exec(
@@ -855,7 +858,10 @@ impl Store for SqliteStore {
             .await?;
         Ok(total)
     }
+}
 
+#[async_trait]
+impl TokenStore for SqliteStore {
     async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
         self.write(|c| {
             let id = row(
@@ -1089,7 +1095,10 @@ impl Store for SqliteStore {
             )
         })
     }
+}
 
+#[async_trait]
+impl ChatStore for SqliteStore {
     async fn post_message(
         &self,
         room: &str,
@@ -1160,7 +1169,10 @@ impl Store for SqliteStore {
             .unwrap_or(0))
         })
     }
+}
 
+#[async_trait]
+impl EventStore for SqliteStore {
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
         self.read(|c| {
             rows(
@@ -1279,7 +1291,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl AuditStore for SqliteStore {
     async fn insert_audit(&self, audit_rows: &[AuditRow]) -> Result<()> {
         if audit_rows.is_empty() {
             return Ok(());
@@ -1334,7 +1349,10 @@ impl Store for SqliteStore {
             )
         })
     }
+}
 
+#[async_trait]
+impl BoardStore for SqliteStore {
     async fn create_task(
         &self,
         room: &str,
@@ -1406,7 +1424,13 @@ impl Store for SqliteStore {
             let mut tasks = rows(
                 &tx,
                 &sql,
-                params![room, statuses, q.assignee, q.before_id.unwrap_or(i64::MAX), q.limit],
+                params![
+                    room,
+                    statuses,
+                    q.assignee,
+                    q.before_id.unwrap_or(i64::MAX),
+                    q.limit
+                ],
                 task_from_row,
             )?
             .into_iter()
@@ -1522,17 +1546,22 @@ impl Store for SqliteStore {
         limit: i64,
     ) -> Result<Vec<Mention>> {
         self.read(|c| {
-            rows(c, MY_MENTIONS, params![room, agent, super::mentions_after(since_id), limit], |r| {
-                Ok(Mention {
-                    seq: r.get("seq")?,
-                    message_id: r.get("message_id")?,
-                    note_id: r.get("note_id")?,
-                    task_id: r.get("task_id")?,
-                    author: r.get("author")?,
-                    ts: r.get("ts")?,
-                    body: r.get("body")?,
-                })
-            })
+            rows(
+                c,
+                MY_MENTIONS,
+                params![room, agent, super::mentions_after(since_id), limit],
+                |r| {
+                    Ok(Mention {
+                        seq: r.get("seq")?,
+                        message_id: r.get("message_id")?,
+                        note_id: r.get("note_id")?,
+                        task_id: r.get("task_id")?,
+                        author: r.get("author")?,
+                        ts: r.get("ts")?,
+                        body: r.get("body")?,
+                    })
+                },
+            )
         })
     }
 
@@ -1616,7 +1645,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl FileStore for SqliteStore {
     async fn put_file(&self, room: &str, f: &NewFile, record: Record) -> Result<(FileMeta, Event)> {
         self.write(|c| {
             let id: i64 = row(
@@ -1724,7 +1756,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl CopyStore for SqliteStore {
     async fn dump_table(&self, table: &str, after: i64, limit: i64) -> Result<Vec<Value>> {
         let t = Table::named(table)?;
         let sql = if t.keyed_by_id {
@@ -1867,7 +1902,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl OAuthStore for SqliteStore {
     // OAuth: see `oauth.rs` beside this file.
     async fn oauth_insert_client(
         &self,
@@ -1878,12 +1916,15 @@ impl Store for SqliteStore {
         self.oauth_insert_client_impl(client, max, unused_before)
             .await
     }
+
     async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
         self.oauth_client_impl(client_id).await
     }
+
     async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
         self.oauth_insert_connect_code_impl(code).await
     }
+
     async fn oauth_approve(
         &self,
         connect_hash: &str,
@@ -1895,39 +1936,51 @@ impl Store for SqliteStore {
         self.oauth_approve_impl(connect_hash, client_id, client_name, code, now)
             .await
     }
+
     async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
         self.oauth_take_auth_code_impl(hash, now).await
     }
+
     async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
         self.oauth_insert_tokens_impl(tokens).await
     }
+
     async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
         self.oauth_token_impl(hash).await
     }
+
     async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
         self.oauth_grant_by_refresh_impl(hash).await
     }
+
     async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
         self.oauth_grant_impl(id).await
     }
+
     async fn oauth_rotate_refresh(&self, rotation: &Rotation) -> Result<bool> {
         self.oauth_rotate_refresh_impl(rotation).await
     }
+
     async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
         self.oauth_revoke_grant_impl(grant_id, now).await
     }
+
     async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
         self.oauth_revoke_agent_impl(agent, now).await
     }
+
     async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
         self.oauth_list_grants_impl().await
     }
+
     async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
         self.oauth_purge_grants_impl(revoked_before).await
     }
+
     async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
         self.oauth_key_impl(name, fresh).await
     }
+
     async fn oauth_prune(&self, now: i64) -> Result<u64> {
         self.oauth_prune_impl(now).await
     }
