@@ -23,7 +23,8 @@
 //!   console, whose every change the domain writes to the admin log),
 //!   tokens, OAuth 2.1 sign-in (connect codes, grants, token rotation),
 //!   chat, board, files, events and presence, with the model they decide on,
-//!   the core's clock, and the storage port (`domain::store`).
+//!   the core's clock, and the storage port (`domain::store`, one trait
+//!   per area).
 //! - [`auth`]: proving who calls: the `Caller` extractor, the
 //!   Host/Origin/bearer layers, body budgets, the failed-auth throttle, and
 //!   admission (rate limit, audit row).

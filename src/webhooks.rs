@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 use crate::clock::now_ms;
 use crate::domain::Core;
 use crate::domain::model::{Event, EventFilter};
-use crate::domain::store_webhooks::{Progress, Webhook};
+use crate::domain::store::webhooks::{Progress, Webhook};
 use crate::domain::webhooks::{
     ATTEMPT_TIMEOUT, GIVE_UP_AFTER_MS, PAUSE_AFTER, backoff_ms, is_own_address, wants,
 };

@@ -13,7 +13,7 @@ use chatroom::clock::Clock;
 use chatroom::db;
 use chatroom::domain::chat::message_record;
 use chatroom::domain::model::*;
-use chatroom::domain::store::Store;
+use chatroom::domain::store::prelude::*;
 use chatroom::domain::{Call, Core, Settings, rooms};
 use common::{Grant, PgDatabase, pg_server};
 use serde_json::json;

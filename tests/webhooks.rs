@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use chatroom::clock::{Clock, now_ms};
 use chatroom::config::Config;
-use chatroom::domain::store_webhooks::Webhook;
+use chatroom::domain::store::webhooks::Webhook;
 use common::{McpClient, TestServer, run_cli};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -744,7 +744,7 @@ async fn inbound_github_signature() {
     // GitHub's documented example secret, set as an inbound URL's secret.
     let secret = "It's a Secret to Everybody";
     s.store
-        .insert_inbound(&chatroom::domain::store_webhooks::Inbound {
+        .insert_inbound(&chatroom::domain::store::webhooks::Inbound {
             id: 0,
             key: "in_githubvector".into(),
             room: "ops".into(),

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::Caller;
-use crate::domain::store::Store;
+use crate::domain::store::prelude::*;
 use crate::error::Error;
 
 /// How often the watcher looks for revoked tokens: a revoked token's

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::clock::fmt_ts;
 use crate::db;
 use crate::domain::model::{Grant, GrantRecord, RoomInfo, RoomSummary, TokenRecord};
-use crate::domain::store::Store;
+use crate::domain::store::prelude::*;
 use crate::domain::{Core, Owner, rooms, tokens};
 
 #[derive(Args)]

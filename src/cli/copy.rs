@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 
 use crate::db::{self, TABLES};
-use crate::domain::store::Store;
+use crate::domain::store::prelude::*;
 
 /// Rows moved per batch; file rows carry their content, so fewer of them.
 fn page_size(table: &str) -> i64 {

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::clock::{fmt_ts, now_ms};
 use crate::domain::model::{FileMeta, Message, Note, Room, Task, TaskQuery};
-use crate::domain::store::Store;
+use crate::domain::store::prelude::*;
 
 /// The shape `chatroom admin export` writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]

@@ -32,7 +32,7 @@ use time::{OffsetDateTime, PrimitiveDateTime};
 
 use crate::db;
 use crate::domain::model::RoomInfo;
-use crate::domain::store::Store;
+use crate::domain::store::prelude::*;
 use crate::domain::{chat, limits, names, rooms as room_rules};
 
 /// The task statuses a ChatRoomMCP database holds (all of them are ours too).

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::domain::limits;
 use crate::domain::model::*;
 use crate::domain::profile::Profile;
-use crate::domain::store::Store;
+use crate::domain::store::prelude::*;
 use crate::error::Result;
 
 /// The answer to a search stopped at its time limit

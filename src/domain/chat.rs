@@ -76,8 +76,8 @@ pub struct Posted {
 
 impl Core {
     /// The agents `body` mentions that are agents of `room`
-    /// ([`Store::room_agents`](crate::domain::Store::room_agents)), in order
-    /// of appearance, at most [`limits::MENTIONS`]: only these are indexed
+    /// ([`TokenStore::room_agents`](crate::domain::store::TokenStore::room_agents)),
+    /// in order of appearance, at most [`limits::MENTIONS`]: only these are indexed
     /// and flagged `mentions_you`; any other `@word` is text, so a body full
     /// of made-up names costs no more than its own bytes. The room's agents
     /// are read only when the body names someone at all.

@@ -20,7 +20,6 @@ pub mod profile;
 pub mod push;
 pub mod rooms;
 pub mod store;
-pub mod store_webhooks;
 pub mod stuck;
 pub mod tokens;
 pub mod webhooks;
@@ -35,7 +34,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 pub use model::Caller;
 use model::{ADMIN_ACTOR, AdminLogEntry, Record, Room};
-use store::Store;
+use store::prelude::*;
 
 pub use bus::EventBus;
 

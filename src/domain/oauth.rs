@@ -35,7 +35,7 @@ pub use crate::domain::model::{
     NewOAuthToken, OAuthClient, OAuthTokenRecord, RefreshChain, Rotation,
 };
 use crate::domain::names;
-use crate::domain::store::Store;
+use crate::domain::store::prelude::*;
 use crate::domain::{Caller, Core};
 use crate::error::{Error, Result};
 use crate::secret::{Secret, TokenHash, hash};

@@ -33,7 +33,7 @@ use tokio::sync::broadcast;
 use crate::clock::{fmt_ts, now_ms};
 use crate::domain::model::{AgentStatus, ReachMark};
 use crate::domain::push::Attention;
-use crate::domain::store::Store;
+use crate::domain::store::prelude::*;
 use crate::domain::{Call, Core};
 use crate::error::{Error, Result};
 

@@ -18,8 +18,8 @@ use serde_json::Value;
 use sha2::Sha256;
 
 use crate::domain::model::Event;
-use crate::domain::store::Store;
-use crate::domain::store_webhooks::{Inbound, NewWebhook, Webhook};
+use crate::domain::store::prelude::*;
+use crate::domain::store::webhooks::{Inbound, NewWebhook, Webhook};
 use crate::domain::{Core, Owner, names};
 use crate::error::{Error, Result};
 

@@ -25,7 +25,7 @@ use crate::auth::layers::client_addr;
 use crate::domain::Call;
 use crate::domain::board::CreateTask;
 use crate::domain::model::Grant;
-use crate::domain::store_webhooks::Inbound;
+use crate::domain::store::webhooks::Inbound;
 use crate::domain::webhooks::{Ask, INBOUND_MAX_BYTES, InboundHeaders, parse_ask, verify};
 use crate::error::{Error, Result};
 use crate::secret::TokenHash;

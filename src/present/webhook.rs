@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::domain::model::Event;
-use crate::domain::store_webhooks::Webhook;
+use crate::domain::store::webhooks::Webhook;
 use crate::domain::webhooks::{message_id, sign};
 
 /// One attempt's request: headers and body, in the webhook's format.

@@ -22,7 +22,7 @@ use chatroom::config::Config;
 use chatroom::db;
 use chatroom::domain::Core;
 use chatroom::domain::model::RoomInfo;
-use chatroom::domain::store::Store;
+use chatroom::domain::store::prelude::*;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

@@ -1,8 +1,9 @@
 //! The OAuth tables on PostgreSQL (see `domain::oauth` for what they mean).
-//! The `Store` methods of the trait's OAuth block delegate here. Every
+//! The [`OAuthStore`] methods at the end delegate here. Every
 //! single-use rule (connect codes, authorization codes, refresh tokens) is a
 //! guarded `UPDATE … RETURNING`, so it holds across replicas.
 
+use async_trait::async_trait;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
@@ -18,6 +19,7 @@ use crate::domain::oauth::{
 /// expired).
 const PRUNE_BATCH: i64 = 500;
 use crate::domain::profile::Profile;
+use crate::domain::store::OAuthStore;
 use crate::error::Result;
 
 fn grant_from_row(r: &PgRow) -> GrantRecord {
@@ -440,5 +442,87 @@ impl PostgresStore {
             }
         }
         Ok(n)
+    }
+}
+
+#[async_trait]
+impl OAuthStore for PostgresStore {
+    // OAuth: see `postgres/oauth.rs`.
+    async fn oauth_insert_client(
+        &self,
+        client: &OAuthClient,
+        max: i64,
+        unused_before: i64,
+    ) -> Result<bool> {
+        self.oauth_insert_client_impl(client, max, unused_before)
+            .await
+    }
+
+    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
+        self.oauth_client_impl(client_id).await
+    }
+
+    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
+        self.oauth_insert_connect_code_impl(code).await
+    }
+
+    async fn oauth_approve(
+        &self,
+        connect_hash: &str,
+        client_id: &str,
+        client_name: &str,
+        code: &NewAuthCode,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        self.oauth_approve_impl(connect_hash, client_id, client_name, code, now)
+            .await
+    }
+
+    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
+        self.oauth_take_auth_code_impl(hash, now).await
+    }
+
+    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
+        self.oauth_insert_tokens_impl(tokens).await
+    }
+
+    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
+        self.oauth_token_impl(hash).await
+    }
+
+    async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
+        self.oauth_grant_by_refresh_impl(hash).await
+    }
+
+    async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
+        self.oauth_grant_impl(id).await
+    }
+
+    async fn oauth_rotate_refresh(&self, rotation: &Rotation) -> Result<bool> {
+        self.oauth_rotate_refresh_impl(rotation).await
+    }
+
+    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
+        self.oauth_revoke_grant_impl(grant_id, now).await
+    }
+
+    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
+        self.oauth_revoke_agent_impl(agent, now).await
+    }
+
+    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
+        self.oauth_list_grants_impl().await
+    }
+
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
+        self.oauth_purge_grants_impl(revoked_before).await
+    }
+
+    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
+        self.oauth_key_impl(name, fresh).await
+    }
+
+    async fn oauth_prune(&self, now: i64) -> Result<u64> {
+        self.oauth_prune_impl(now).await
     }
 }

@@ -1,5 +1,5 @@
 //! Webhooks, inbound URLs and stuck-task marks on PostgreSQL (see
-//! `domain::store_webhooks` for what they mean). A webhook is leased by
+//! `domain::store::webhooks` for what they mean). A webhook is leased by
 //! one replica at a time: the claim takes due rows `FOR UPDATE SKIP
 //! LOCKED` and stamps the lease, so two replicas never deliver the same
 //! webhook at once, and a replica that vanished loses its lease when it
@@ -11,7 +11,7 @@ use sqlx::postgres::PgRow;
 
 use super::{PostgresStore, store_record, text_error};
 use crate::domain::model::{Event, Record, Written};
-use crate::domain::store_webhooks::{
+use crate::domain::store::webhooks::{
     Inbound, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
 };
 use crate::error::Result;

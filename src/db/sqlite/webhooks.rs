@@ -1,12 +1,12 @@
 //! Webhooks, inbound URLs and stuck-task marks on SQLite (see
-//! `domain::store_webhooks` for what they mean).
+//! `domain::store::webhooks` for what they mean).
 
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 
 use super::{SqliteStore, exec, json_list, parse_list, row, rows, store_record};
 use crate::domain::model::{Event, Record, Written};
-use crate::domain::store_webhooks::{
+use crate::domain::store::webhooks::{
     Inbound, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
 };
 use crate::error::{Error, Result};

@@ -102,7 +102,7 @@ pub struct StuckTask {
 }
 
 #[async_trait]
-pub trait WebhookStore: Send + Sync + 'static {
+pub trait WebhookStore: Send + Sync {
     /// Stores a webhook whose queue starts after the room's latest event.
     async fn insert_webhook(&self, hook: &NewWebhook, now: i64) -> Result<Webhook>;
     async fn list_webhooks(&self) -> Result<Vec<Webhook>>;

@@ -1,0 +1,267 @@
+//! Events and cursors on PostgreSQL: a `whats_new` page read in one
+//! statement, and its cursor moved under the cursor's row lock.
+
+use super::*;
+
+/// One `whats_new` page as read, before the cursor moves.
+struct CursorPage {
+    /// The stored cursor (`None`: the agent's first look).
+    cursor: Option<i64>,
+    since: i64,
+    events: Vec<Event>,
+    cut: crate::domain::events::PageCut,
+}
+
+/// The agent's cursor, the room's latest id, the ids of the window after the
+/// cursor ([`page_window`](crate::domain::events::page_window), each with
+/// whether the page shows it) and the page's events: one statement, so one
+/// snapshot. Everything up to the room's latest visible id is committed
+/// (ids become visible in order), so reading up to it and no further keeps
+/// the page and the cursor consistent even while writers commit.
+///
+/// Its cost is the page's and the window's, however far behind the cursor
+/// is: the window is one range of the `(room, id)` index with a `LIMIT`
+/// (the bounds as scalar subqueries, so they are the index condition and
+/// not a filter), the page's rows are fetched by primary key, so the plan needs no
+/// statistics to be right (a burst the planner has not seen yet changes
+/// nothing; docs/POSTGRES.md shows it).
+const CURSOR_PAGE: &str = "WITH s AS (SELECT c.event_id AS cursor, COALESCE(c.event_id, 0) AS since, \
+        (SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1) AS high \
+        FROM (SELECT 1) one \
+        LEFT JOIN cursors c ON c.room = $1 AND c.agent = $2), \
+     w AS (SELECT e.id, (NOT $3 OR e.actor <> $2) AS shown FROM events e \
+        WHERE e.room = $1 AND e.id > (SELECT since FROM s) AND e.id <= (SELECT high FROM s) \
+        ORDER BY e.id LIMIT $5), \
+     n AS (SELECT id, shown, CASE WHEN shown AND COUNT(*) FILTER (WHERE shown) OVER (ORDER BY id) <= $4 \
+        THEN id END AS page_id FROM w) \
+     SELECT s.cursor, s.since, s.high, n.id AS wid, n.shown, \
+        p.id, p.room, p.ts, p.kind, p.actor, p.task_id, p.message_id, p.detail::text AS detail \
+     FROM s LEFT JOIN n ON true LEFT JOIN events p ON p.id = n.page_id \
+     ORDER BY n.id";
+
+/// Reads one page on `db` (the pool, or a transaction holding the cursor).
+async fn cursor_page<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    room: &str,
+    agent: &str,
+    limit: i64,
+    skip_own: bool,
+) -> Result<CursorPage> {
+    let rows = sqlx::query(CURSOR_PAGE)
+        .bind(room)
+        .bind(agent)
+        .bind(skip_own)
+        .bind(limit)
+        .bind(crate::domain::events::page_window(limit))
+        .fetch_all(db)
+        .await?;
+    let first = rows
+        .first()
+        .ok_or_else(|| Error::internal(anyhow::anyhow!("the cursor query gave no row")))?;
+    let cursor: Option<i64> = first.get("cursor");
+    let since: i64 = first.get("since");
+    let high: i64 = first.get("high");
+    let mut window = Vec::with_capacity(rows.len());
+    let mut events = Vec::new();
+    for r in &rows {
+        if let Some(id) = r.get::<Option<i64>, _>("wid") {
+            window.push((id, r.get::<bool, _>("shown")));
+        }
+        if r.get::<Option<i64>, _>("id").is_some() {
+            events.push(event_from_row(r));
+        }
+    }
+    let cut = crate::domain::events::cut_page(since, high, &window, limit);
+    if events.len() != cut.shown {
+        return Err(Error::internal(anyhow::anyhow!(
+            "the cursor query gave {} events for a page of {}",
+            events.len(),
+            cut.shown
+        )));
+    }
+    Ok(CursorPage {
+        cursor,
+        since,
+        events,
+        cut,
+    })
+}
+
+/// Takes the row lock of `agent`'s cursor in `room`, if it has one.
+async fn lock_cursor(tx: &mut PgConnection, room: &str, agent: &str) -> Result<Option<i64>> {
+    Ok(
+        sqlx::query_scalar(
+            "SELECT event_id FROM cursors WHERE room = $1 AND agent = $2 FOR UPDATE",
+        )
+        .bind(room)
+        .bind(agent)
+        .fetch_optional(tx)
+        .await?,
+    )
+}
+
+impl CursorPage {
+    fn into_page(self, first_look: bool) -> EventPage {
+        EventPage {
+            since: self.since,
+            first_look,
+            events: self.events,
+            remaining: self.cut.remaining,
+            remaining_more: self.cut.remaining_more,
+        }
+    }
+}
+
+#[async_trait]
+impl EventStore for PostgresStore {
+    async fn read_events_latest(&self, room: &str, f: &EventFilter) -> Result<(Vec<Event>, i64)> {
+        let rows = sqlx::query(
+            "SELECT l.latest, e.id, e.room, e.ts, e.kind, e.actor, e.task_id, e.message_id, e.detail \
+             FROM (SELECT COALESCE(MAX(id), 0) AS latest FROM events WHERE room = $1) l \
+             LEFT JOIN LATERAL (SELECT id, room, ts, kind, actor, task_id, message_id, detail::text AS detail \
+                FROM events WHERE room = $1 AND id > $2 \
+                AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR task_id = $4) \
+                ORDER BY id LIMIT $5) e \
+             ON true ORDER BY e.id",
+        )
+        .bind(room)
+        .bind(f.since_id)
+        .bind(&f.kind)
+        .bind(f.task_id)
+        .bind(f.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(page_with_latest(&rows, event_from_row))
+    }
+
+    async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE room = $1 AND id > $2 \
+             AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR task_id = $4) \
+             ORDER BY id LIMIT $5"
+        )))
+        .bind(room)
+        .bind(f.since_id)
+        .bind(&f.kind)
+        .bind(f.task_id)
+        .bind(f.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(event_from_row).collect())
+    }
+
+    async fn latest_event_id(&self, room: &str) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1")
+                .bind(room)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn events_after_cursor(
+        &self,
+        room: &str,
+        agent: &str,
+        limit: i64,
+        advance: bool,
+        skip_own: bool,
+    ) -> Result<EventPage> {
+        // An advancing read joins its cursor's queue on this replica at
+        // once: callers of one cursor then read one after another, each
+        // after the one before has moved it, instead of all reading the
+        // same page first and then waiting to find it taken.
+        let _turn = match advance {
+            true => Some(self.turns.take(room, agent).await),
+            false => None,
+        };
+        // Most polls find nothing new: those read without a lock and leave
+        // the cursor as it is.
+        let seen = cursor_page(&self.pool, room, agent, limit, skip_own).await?;
+        let moves = seen.cursor.is_none() || seen.cut.new_cursor != seen.since;
+        if !advance || !moves {
+            let first_look = seen.cursor.is_none();
+            return Ok(seen.into_page(first_look));
+        }
+        // An advancing read decides its page once: it holds the cursor's row
+        // (across replicas the row lock orders the callers of one cursor),
+        // reads the page after where the one before it left the cursor, and
+        // moves it in the same transaction.
+        //
+        // A cursor is a read position: its commit need not wait for the WAL
+        // flush. A database crash can lose the last moves, which shows those
+        // pages again (never skips one); the events themselves are committed
+        // as usual. The queue behind this cursor waits one flush less per
+        // caller (and the setting rides on the `BEGIN`, no round trip more).
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+            .await?;
+        let mut first_look = false;
+        if lock_cursor(&mut tx, room, agent).await?.is_none() {
+            // A first look makes the row (a concurrent first look waits on
+            // it, finds it made and takes the lock after this one).
+            let made = sqlx::query(
+                "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, 0) \
+                 ON CONFLICT (room, agent) DO NOTHING",
+            )
+            .bind(room)
+            .bind(agent)
+            .execute(&mut *tx)
+            .await?;
+            first_look = made.rows_affected() == 1;
+            if !first_look && lock_cursor(&mut tx, room, agent).await?.is_none() {
+                return Err(Error::conflict(
+                    "the cursor went while it was read (the room was deleted?); try again",
+                ));
+            }
+        }
+        let page = cursor_page(&mut *tx, room, agent, limit, skip_own).await?;
+        if first_look || page.cut.new_cursor != page.since {
+            sqlx::query("UPDATE cursors SET event_id = $3 WHERE room = $1 AND agent = $2")
+                .bind(room)
+                .bind(agent)
+                .bind(page.cut.new_cursor)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(page.into_page(first_look))
+    }
+
+    async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
+        let n = sqlx::query(
+            "UPDATE cursors SET event_id = $4 WHERE room = $1 AND agent = $2 AND event_id = $3",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(from)
+        .bind(to)
+        .execute(&self.pool)
+        .await?;
+        Ok(n.rows_affected() == 1)
+    }
+
+    async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM events WHERE room = $1 AND actor <> $2 AND id > \
+             COALESCE((SELECT event_id FROM cursors WHERE room = $1 AND agent = $2), 0) \
+             ORDER BY id LIMIT 1",
+        )
+        .bind(room)
+        .bind(agent)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn cursor(&self, room: &str, agent: &str) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT event_id FROM cursors WHERE room = $1 AND agent = $2")
+                .bind(room)
+                .bind(agent)
+                .fetch_optional(&self.pool)
+                .await?
+                .unwrap_or(0),
+        )
+    }
+}

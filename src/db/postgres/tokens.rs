@@ -1,0 +1,285 @@
+//! Tokens, membership, presence and agent state on PostgreSQL.
+
+use super::*;
+
+// Who holds a room's membership: every token and every OAuth grant (an app
+// signed in with a connect code is an agent like a token's), one rule for
+// the member list and the mention index.
+macro_rules! credentials {
+    () => {
+        "(SELECT agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, revoked_ts, created_ts FROM tokens \
+         UNION ALL SELECT agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, revoked_ts, created_ts FROM oauth_grants)"
+    };
+}
+
+#[async_trait]
+impl TokenStore for PostgresStore {
+    async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+        )
+        .bind(&t.hash)
+        .bind(&t.grant.agent)
+        .bind(&t.grant.room)
+        .bind(&t.grant.also_rooms)
+        .bind(t.grant.readonly)
+        .bind(t.grant.admin)
+        .bind(t.grant.all_rooms)
+        .bind(t.grant.lead)
+        .bind(&t.grant.skills)
+        .bind(now)
+        .bind(t.grant.profile.as_str())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(text_error)?)
+    }
+
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
+        let at = match self.cache.token(hash) {
+            Lookup::Hit(token) => return Ok(Some(token)),
+            Lookup::Miss(at) => at,
+        };
+        let row = sqlx::query("SELECT * FROM tokens WHERE hash = $1")
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        let token = row.as_ref().map(token_from_row);
+        if let Some(token) = &token {
+            self.cache.keep_token(hash, token, at);
+        }
+        Ok(token)
+    }
+
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
+        let rows = sqlx::query(
+            "SELECT t.*, (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = t.agent) AS last_seen \
+             FROM tokens t ORDER BY t.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(token_from_row).collect())
+    }
+
+    async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE tokens SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
+        )
+        .bind(agent)
+        .bind(now)
+        .execute(&self.pool)
+        .await;
+        // Every replica forgets on the announcement; this one before it answers.
+        self.cache.changed("tokens");
+        Ok(done?.rows_affected())
+    }
+
+    async fn revoke_token(&self, id: i64, now: i64) -> Result<bool> {
+        let done =
+            sqlx::query("UPDATE tokens SET revoked_ts = $2 WHERE id = $1 AND revoked_ts IS NULL")
+                .bind(id)
+                .bind(now)
+                .execute(&self.pool)
+                .await;
+        self.cache.changed("tokens");
+        Ok(done?.rows_affected() == 1)
+    }
+
+    async fn purge_tokens(&self, revoked_before: i64) -> Result<u64> {
+        let done =
+            sqlx::query("DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1")
+                .bind(revoked_before)
+                .execute(&self.pool)
+                .await;
+        self.cache.changed("tokens");
+        Ok(done?.rows_affected())
+    }
+
+    async fn members(&self, room: &str) -> Result<Vec<Member>> {
+        // One line per agent; the skills are those of the agent's newest
+        // token that reaches the room.
+        let rows = sqlx::query(concat!(
+            "WITH m AS (SELECT t.* FROM ", credentials!(), " t WHERE t.revoked_ts IS NULL AND (t.room = $1 \
+                OR $1 = ANY(t.also_rooms) \
+                OR (t.all_rooms AND EXISTS (SELECT 1 FROM presence p WHERE p.room = $1 AND p.agent = t.agent)))) \
+             SELECT m.agent, bool_or(m.lead) AS lead, bool_and(m.readonly) AS readonly, bool_or(m.admin) AS admin, \
+             (SELECT m2.skills FROM m m2 WHERE m2.agent = m.agent ORDER BY m2.created_ts DESC LIMIT 1) AS skills, \
+             (SELECT p.last_seen_ts FROM presence p WHERE p.room = $1 AND p.agent = m.agent) AS last_seen \
+             FROM m GROUP BY m.agent ORDER BY m.agent COLLATE \"C\"",
+        ))
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Member {
+                agent: r.get("agent"),
+                lead: r.get("lead"),
+                readonly: r.get("readonly"),
+                admin: r.get("admin"),
+                skills: r.get("skills"),
+                last_seen: r.get("last_seen"),
+            })
+            .collect())
+    }
+
+    async fn room_agents(&self, room: &str) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(concat!(
+            "SELECT DISTINCT lower(t.agent) FROM ",
+            credentials!(),
+            " t WHERE t.revoked_ts IS NULL AND (t.room = $1 OR t.all_rooms OR $1 = ANY(t.also_rooms))",
+        ))
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()> {
+        if seen.is_empty() {
+            return Ok(());
+        }
+        // One statement, rows in key order: replicas flushing at the same
+        // time lock the rows in the same order and never deadlock.
+        let mut rows: Vec<&(String, String, i64)> = seen.iter().collect();
+        rows.sort_by(|a, b| {
+            (&a.0, &a.1, std::cmp::Reverse(a.2)).cmp(&(&b.0, &b.1, std::cmp::Reverse(b.2)))
+        });
+        rows.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+        let rooms: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        let agents: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+        let ts: Vec<i64> = rows.iter().map(|r| r.2).collect();
+        sqlx::query(
+            "INSERT INTO presence (room, agent, last_seen_ts) \
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[]) \
+             ON CONFLICT (room, agent) DO UPDATE \
+             SET last_seen_ts = GREATEST(presence.last_seen_ts, excluded.last_seen_ts)",
+        )
+        .bind(rooms)
+        .bind(agents)
+        .bind(ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn save_token_use(&self, used: &[(i64, i64)]) -> Result<()> {
+        if used.is_empty() {
+            return Ok(());
+        }
+        // In id order, for the same reason as presence above. The cache
+        // trigger ignores this column (migration 0007): replicas keep their
+        // tokens.
+        let mut rows = used.to_vec();
+        rows.sort_by_key(|&(id, ts)| (id, std::cmp::Reverse(ts)));
+        rows.dedup_by_key(|r| r.0);
+        let (ids, ts): (Vec<i64>, Vec<i64>) = rows.into_iter().unzip();
+        sqlx::query(
+            "UPDATE tokens t SET last_used_ts = GREATEST(t.last_used_ts, u.ts) \
+             FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, ts) WHERE t.id = u.id",
+        )
+        .bind(ids)
+        .bind(ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn save_agent_state(&self, room: &str, agent: &str, state: &str, ts: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO agent_status (room, agent, state, state_ts) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (room, agent) DO UPDATE SET state = excluded.state, state_ts = excluded.state_ts",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(state)
+        .bind(ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn save_attention(
+        &self,
+        room: &str,
+        agent: &str,
+        attention: &str,
+        ts: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO agent_status (room, agent, attention, attention_ts) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (room, agent) DO UPDATE SET attention = excluded.attention, attention_ts = excluded.attention_ts",
+        )
+        .bind(room)
+        .bind(agent)
+        .bind(attention)
+        .bind(ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn save_reach_marks(&self, marks: &[ReachMark]) -> Result<()> {
+        if marks.is_empty() {
+            return Ok(());
+        }
+        // One row per agent (the batch's last push mark, its latest hook),
+        // in key order, so replicas flushing at once never deadlock.
+        let mut merged: std::collections::BTreeMap<(&str, &str), (Option<i64>, Option<i64>)> =
+            std::collections::BTreeMap::new();
+        for m in marks {
+            let e = merged.entry((&m.room, &m.agent)).or_default();
+            e.0 = e.0.max(m.hook_seen_ts);
+            if m.push_seen_ts.is_some() {
+                e.1 = m.push_seen_ts;
+            }
+        }
+        let rooms: Vec<&str> = merged.keys().map(|k| k.0).collect();
+        let agents: Vec<&str> = merged.keys().map(|k| k.1).collect();
+        let hooks: Vec<Option<i64>> = merged.values().map(|v| v.0).collect();
+        let pushes: Vec<Option<i64>> = merged.values().map(|v| v.1).collect();
+        sqlx::query(
+            "INSERT INTO agent_status (room, agent, hook_seen_ts, push_seen_ts) \
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::bigint[]) \
+             ON CONFLICT (room, agent) DO UPDATE SET \
+             hook_seen_ts = GREATEST(agent_status.hook_seen_ts, excluded.hook_seen_ts), \
+             push_seen_ts = COALESCE(excluded.push_seen_ts, agent_status.push_seen_ts)",
+        )
+        .bind(rooms)
+        .bind(agents)
+        .bind(hooks)
+        .bind(pushes)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn agent_statuses(&self, room: &str) -> Result<Vec<AgentStatus>> {
+        let rows: Vec<(
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            Option<i64>,
+            Option<i64>,
+        )> = sqlx::query_as(
+            "SELECT agent, state, state_ts, attention, hook_seen_ts, push_seen_ts \
+                 FROM agent_status WHERE room = $1 ORDER BY agent",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(agent, state, state_ts, attention, hook_seen_ts, push_seen_ts)| AgentStatus {
+                    agent,
+                    state,
+                    state_ts,
+                    attention,
+                    hook_seen_ts,
+                    push_seen_ts,
+                },
+            )
+            .collect())
+    }
+}

@@ -1,0 +1,61 @@
+//! The audit rows and the admin log on SQLite.
+
+use super::*;
+
+#[async_trait]
+impl AuditStore for SqliteStore {
+    async fn insert_audit(&self, audit_rows: &[AuditRow]) -> Result<()> {
+        if audit_rows.is_empty() {
+            return Ok(());
+        }
+        self.write(|c| {
+            for r in audit_rows {
+                exec(
+                    c,
+                    "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![r.ts, r.agent, r.room, r.tool, r.task_id, r.outcome],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn audit_count(&self) -> Result<i64> {
+        self.read_blocking(|c| Ok(c.query_row("SELECT COUNT(*) FROM audit", [], |r| r.get(0))?))
+            .await
+    }
+
+    async fn insert_admin_log(&self, e: &AdminLogEntry) -> Result<()> {
+        self.write(|c| {
+            exec(
+                c,
+                "INSERT INTO admin_log (ts, actor, address, action, target, flagged) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![e.ts, e.actor, e.address, e.action, e.target, e.flagged],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn admin_log(&self, limit: i64) -> Result<Vec<AdminLogEntry>> {
+        self.read(|c| {
+            rows(
+                c,
+                "SELECT * FROM admin_log ORDER BY id DESC LIMIT ?1",
+                [limit],
+                |r| {
+                    Ok(AdminLogEntry {
+                        id: r.get("id")?,
+                        ts: r.get("ts")?,
+                        actor: r.get("actor")?,
+                        address: r.get("address")?,
+                        action: r.get("action")?,
+                        target: r.get("target")?,
+                        flagged: r.get("flagged")?,
+                    })
+                },
+            )
+        })
+    }
+}

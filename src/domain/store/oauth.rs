@@ -1,0 +1,63 @@
+//! The OAuth area of the storage port (SPEC §2a): clients, connect codes,
+//! grants, authorization codes and tokens, every secret by its SHA-256 (see
+//! `domain::oauth`).
+
+use async_trait::async_trait;
+
+use crate::domain::model::*;
+use crate::error::Result;
+
+/// OAuth clients, connect codes, grants, authorization codes and tokens.
+#[async_trait]
+pub trait OAuthStore: Send + Sync {
+    /// In one transaction: forgets unused registrations created before
+    /// `unused_before`, makes room by forgetting the oldest unused one when
+    /// `max` clients are stored, and stores `client`. `false` (nothing
+    /// stored) when the store is full of clients that were used.
+    async fn oauth_insert_client(
+        &self,
+        client: &OAuthClient,
+        max: i64,
+        unused_before: i64,
+    ) -> Result<bool>;
+    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>>;
+    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()>;
+    /// In one transaction: spends the unused, unexpired connect code with
+    /// `connect_hash`, creates the grant it names for the client, stores
+    /// `code` for that grant and marks the client used. `None` (nothing
+    /// changed) when no such connect code is left.
+    async fn oauth_approve(
+        &self,
+        connect_hash: &str,
+        client_id: &str,
+        client_name: &str,
+        code: &NewAuthCode,
+        now: i64,
+    ) -> Result<Option<i64>>;
+    /// Spends the authorization code with `hash` (or finds it spent).
+    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake>;
+    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()>;
+    /// The access token with `hash` and its grant.
+    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>>;
+    /// The grant whose live refresh token, or the one it replaced, has `hash`.
+    async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>>;
+    async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>>;
+    /// In one transaction, if the grant is not revoked and its live refresh
+    /// token is still `old_hash`: makes `new_hash` the live one (the old one
+    /// becomes its predecessor, rotated at `now`) and stores the access
+    /// token. `false` (nothing changed) otherwise.
+    async fn oauth_rotate_refresh(&self, rotation: &Rotation) -> Result<bool>;
+    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool>;
+    /// Revokes every grant of `agent`; returns how many.
+    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64>;
+    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>>;
+    /// Deletes grants revoked before `revoked_before` (with their tokens).
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64>;
+    /// The server key `name`, stored as `fresh` if there was none yet (every
+    /// replica gets the same one).
+    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String>;
+    /// Forgets what has expired as of `now`: unused registrations after an
+    /// hour, spent or expired codes and tokens, grants run out; by index,
+    /// in small batches, each its own short write.
+    async fn oauth_prune(&self, now: i64) -> Result<u64>;
+}
