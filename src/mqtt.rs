@@ -445,14 +445,7 @@ pub async fn room_status(core: &Core, room: &str) -> Result<Option<Value>> {
     let latest = core.store.latest_event_id(room).await?;
     let last_activity = if latest > 0 {
         core.store
-            .read_events(
-                room,
-                &EventFilter {
-                    since_id: latest - 1,
-                    limit: 1,
-                    ..EventFilter::default()
-                },
-            )
+            .read_events(room, &EventFilter::after(latest - 1, 1))
             .await?
             .first()
             .map(|e| fmt_ts(e.ts))

@@ -173,12 +173,7 @@ async fn work(
         .and_then(|u| u.host_str().map(str::to_owned))
         .unwrap_or_default();
     'queue: loop {
-        let filter = EventFilter {
-            since_id: p.cursor,
-            limit: PAGE,
-            kind: None,
-            task_id: None,
-        };
+        let filter = EventFilter::after(p.cursor, PAGE);
         let events = match core.store.read_events(&hook.room, &filter).await {
             Ok(e) => e,
             Err(e) => {

@@ -1185,3 +1185,288 @@ async fn remaining_is_exact_then_capped() {
         assert_eq!(seen, total, "{n}");
     }
 }
+
+/// A registered client as the registration endpoint stores it.
+fn client(id: &str, created_ts: i64) -> OAuthClient {
+    OAuthClient {
+        client_id: id.into(),
+        secret_hash: None,
+        client_name: format!("{id} app"),
+        redirect_uris: vec!["http://127.0.0.1:9/cb".into()],
+        auth_method: "none".into(),
+        created_ts,
+        used_ts: None,
+    }
+}
+
+fn auth_code(hash: &str, client_id: &str) -> NewAuthCode {
+    NewAuthCode {
+        hash: hash.into(),
+        client_id: client_id.into(),
+        redirect_uri: "http://127.0.0.1:9/cb".into(),
+        code_challenge: "challenge".into(),
+        resource: Some("http://127.0.0.1:9/mcp".into()),
+        expires_ts: NOW + 60_000,
+        redirect_uri_given: true,
+    }
+}
+
+fn access(hash: &str, grant_id: i64, expires_ts: i64) -> NewOAuthToken {
+    NewOAuthToken {
+        hash: hash.into(),
+        grant_id,
+        kind: "access",
+        expires_ts,
+    }
+}
+
+/// OAuth, below the domain: registration makes room by forgetting the
+/// oldest unused client; a connect code and an authorization code are each
+/// spent once; a refresh token rotates only from the live one, and the one
+/// it replaced still finds its grant; revocation, the server keys (the first
+/// one stored wins), pruning and purging.
+#[tokio::test]
+async fn oauth_round_trip() {
+    for b in backends().await {
+        let (n, s) = (b.name, &b.store);
+        // Registration: two fit; a third forgets the oldest unused one.
+        assert!(
+            s.oauth_insert_client(&client("c1", NOW), 2, 0)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert!(
+            s.oauth_insert_client(&client("c2", NOW + 1), 2, 0)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        let c2 = s.oauth_client("c2").await.unwrap().expect("c2");
+        assert_eq!(
+            (c2.client_name.as_str(), c2.redirect_uris.len(), c2.used_ts),
+            ("c2 app", 1, None),
+            "{n}"
+        );
+        assert!(
+            s.oauth_insert_client(&client("c3", NOW + 2), 2, 0)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert!(
+            s.oauth_client("c1").await.unwrap().is_none(),
+            "{n}: the oldest unused goes"
+        );
+        // Unused registrations older than the cut-off go first.
+        assert!(
+            s.oauth_insert_client(&client("c4", NOW + 3), 5, NOW + 1)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert!(s.oauth_client("c2").await.unwrap().is_none(), "{n}");
+        assert!(s.oauth_client("c3").await.unwrap().is_some(), "{n}");
+
+        // A connect code is spent once, by the first approval, and only while it lasts.
+        let grant = Grant {
+            agent: "webapp".into(),
+            room: "lobby".into(),
+            also_rooms: vec!["dev".into()],
+            lead: true,
+            skills: vec!["rust".into()],
+            profile: chatroom::domain::profile::Profile::Worker,
+            ..Grant::default()
+        };
+        for (hash, expires_ts) in [("connect-1", NOW + 60_000), ("connect-old", NOW - 1)] {
+            s.oauth_insert_connect_code(&NewConnectCode {
+                hash: hash.into(),
+                grant: grant.clone(),
+                created_ts: NOW - 10,
+                expires_ts,
+            })
+            .await
+            .unwrap();
+        }
+        let code = auth_code("code-1", "c3");
+        let approve = |hash: &'static str, code: NewAuthCode| {
+            let s = s.clone();
+            async move {
+                s.oauth_approve(hash, "c3", "c3 app", &code, NOW)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(approve("connect-nope", code.clone()).await, None, "{n}");
+        assert_eq!(
+            approve("connect-old", auth_code("code-x", "c3")).await,
+            None,
+            "{n}: expired"
+        );
+        let grant_id = approve("connect-1", code.clone()).await.expect("approved");
+        assert_eq!(
+            approve("connect-1", auth_code("code-2", "c3")).await,
+            None,
+            "{n}: spent"
+        );
+        let stored = s.oauth_grant(grant_id).await.unwrap().expect("grant");
+        assert_eq!(stored.grant, grant, "{n}: the connect code's grant, whole");
+        assert_eq!(
+            (stored.client_id.as_str(), stored.client_name.as_str()),
+            ("c3", "c3 app"),
+            "{n}"
+        );
+        assert_eq!((stored.created_ts, stored.revoked_ts), (NOW, None), "{n}");
+        assert!(stored.refresh.hash.is_none(), "{n}");
+        assert_eq!(
+            s.oauth_client("c3").await.unwrap().unwrap().used_ts,
+            Some(NOW),
+            "{n}"
+        );
+
+        // The authorization code: fresh once, then a replay naming its grant.
+        match s.oauth_take_auth_code("code-1", NOW + 5).await.unwrap() {
+            CodeTake::Fresh(c) => {
+                assert_eq!(c.grant_id, grant_id, "{n}");
+                assert_eq!(c.code_challenge, "challenge", "{n}");
+                assert_eq!(c.resource.as_deref(), code.resource.as_deref(), "{n}");
+                assert!(c.redirect_uri_given, "{n}");
+                assert_eq!(c.expires_ts, NOW + 60_000, "{n}");
+            }
+            other => panic!("{n}: {other:?}"),
+        }
+        assert!(
+            matches!(
+                s.oauth_take_auth_code("code-1", NOW + 6).await.unwrap(),
+                CodeTake::Replayed { grant_id: g } if g == grant_id
+            ),
+            "{n}"
+        );
+        assert!(
+            matches!(
+                s.oauth_take_auth_code("code-unknown", NOW).await.unwrap(),
+                CodeTake::Unknown
+            ),
+            "{n}"
+        );
+
+        // Refresh rotation: only from the live token, each step once.
+        let rotation = |old: Option<&str>, new: &str, access_hash: &str| Rotation {
+            grant_id,
+            old_hash: old.map(str::to_owned),
+            new_hash: new.into(),
+            expires_ts: NOW + 86_400_000,
+            access: access(access_hash, grant_id, NOW + 3_600_000),
+            now: NOW + 10,
+        };
+        assert!(
+            s.oauth_rotate_refresh(&rotation(None, "r1", "a1"))
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert!(
+            !s.oauth_rotate_refresh(&rotation(None, "r1b", "a1b"))
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert!(
+            s.oauth_rotate_refresh(&rotation(Some("r1"), "r2", "a2"))
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert!(
+            !s.oauth_rotate_refresh(&rotation(Some("r1"), "r3", "a3"))
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        for hash in ["r1", "r2"] {
+            let by = s.oauth_grant_by_refresh(hash).await.unwrap().expect(hash);
+            assert_eq!(by.id, grant_id, "{n}: {hash}");
+            assert_eq!(
+                (by.refresh.hash.as_deref(), by.refresh.prev_hash.as_deref()),
+                (Some("r2"), Some("r1")),
+                "{n}"
+            );
+            assert_eq!(by.refresh.rotated_ts, Some(NOW + 10), "{n}");
+        }
+        assert!(
+            s.oauth_grant_by_refresh("r1b").await.unwrap().is_none(),
+            "{n}"
+        );
+        let (token, of) = s.oauth_token("a2").await.unwrap().expect("a2");
+        assert_eq!(
+            (token.grant_id, token.kind.as_str()),
+            (grant_id, "access"),
+            "{n}"
+        );
+        assert_eq!(
+            (token.expires_ts, token.spent_ts),
+            (NOW + 3_600_000, None),
+            "{n}"
+        );
+        assert_eq!(of.grant, grant, "{n}");
+        assert!(
+            s.oauth_token("a1b").await.unwrap().is_none(),
+            "{n}: a lost rotation stores nothing"
+        );
+        s.oauth_insert_tokens(&[access("a9", grant_id, NOW + 1)])
+            .await
+            .unwrap();
+        assert!(s.oauth_token("a9").await.unwrap().is_some(), "{n}");
+
+        // Revocation, once; a revoked grant neither rotates nor is purged early.
+        assert_eq!(s.oauth_list_grants().await.unwrap().len(), 1, "{n}");
+        assert_eq!(
+            s.oauth_revoke_agent("webapp", NOW + 20).await.unwrap(),
+            1,
+            "{n}"
+        );
+        assert!(
+            !s.oauth_revoke_grant(grant_id, NOW + 21).await.unwrap(),
+            "{n}: already"
+        );
+        assert!(
+            !s.oauth_rotate_refresh(&rotation(Some("r2"), "r4", "a4"))
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert_eq!(
+            s.oauth_grant(grant_id).await.unwrap().unwrap().revoked_ts,
+            Some(NOW + 20),
+            "{n}"
+        );
+        assert_eq!(s.oauth_purge_grants(NOW + 19).await.unwrap(), 0, "{n}");
+
+        // The server keys: the first one stored stays.
+        assert_eq!(
+            s.oauth_key("signing", "first").await.unwrap(),
+            "first",
+            "{n}"
+        );
+        assert_eq!(
+            s.oauth_key("signing", "second").await.unwrap(),
+            "first",
+            "{n}"
+        );
+
+        // Pruning: the expired access token and connect code go, the live token stays.
+        assert!(s.oauth_prune(NOW + 2).await.unwrap() >= 2, "{n}");
+        assert!(s.oauth_token("a9").await.unwrap().is_none(), "{n}");
+        assert!(s.oauth_token("a2").await.unwrap().is_some(), "{n}");
+        assert_eq!(
+            s.oauth_prune(NOW + 2).await.unwrap(),
+            0,
+            "{n}: nothing left to prune"
+        );
+        // Purging deletes the revoked grant with its tokens.
+        assert_eq!(s.oauth_purge_grants(NOW + 20).await.unwrap(), 1, "{n}");
+        assert!(s.oauth_grant(grant_id).await.unwrap().is_none(), "{n}");
+        assert!(s.oauth_token("a2").await.unwrap().is_none(), "{n}");
+        assert!(s.oauth_list_grants().await.unwrap().is_empty(), "{n}");
+    }
+}

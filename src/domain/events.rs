@@ -369,12 +369,7 @@ impl Core {
     }
 
     async fn event_by_id(&self, room: &str, id: i64) -> Result<Option<Event>> {
-        let filter = EventFilter {
-            since_id: id - 1,
-            limit: 1,
-            kind: None,
-            task_id: None,
-        };
+        let filter = EventFilter::after(id - 1, 1);
         Ok(self
             .store
             .read_events(room, &filter)

@@ -370,6 +370,18 @@ pub struct EventFilter {
     pub task_id: Option<i64>,
 }
 
+impl EventFilter {
+    /// Every kind of event after `since_id`, up to `limit` of them.
+    pub fn after(since_id: i64, limit: i64) -> EventFilter {
+        EventFilter {
+            since_id,
+            limit,
+            kind: None,
+            task_id: None,
+        }
+    }
+}
+
 /// A page of events after an agent's cursor.
 #[derive(Debug, Clone)]
 pub struct EventPage {

@@ -505,12 +505,7 @@ impl Feed {
     async fn replay_events(&mut self, since: i64) -> Step {
         let mut since = since;
         loop {
-            let filter = EventFilter {
-                since_id: since,
-                limit: PAGE,
-                kind: None,
-                task_id: None,
-            };
+            let filter = EventFilter::after(since, PAGE);
             let page = self.core.store.read_events(&self.room, &filter).await?;
             for e in &page {
                 self.deliver(e).await?;
@@ -642,12 +637,7 @@ impl Feed {
             loop {
                 let page: Vec<i64> = match kind {
                     Kind::Events => {
-                        let filter = EventFilter {
-                            since_id: since,
-                            limit: PAGE,
-                            kind: None,
-                            task_id: None,
-                        };
+                        let filter = EventFilter::after(since, PAGE);
                         let page = self.core.store.read_events(&self.room, &filter).await?;
                         page.iter().map(|e| e.id).collect()
                     }

@@ -89,12 +89,7 @@ impl Chatroom {
                 .1
                 .len(),
             Feed::Activity => {
-                let filter = EventFilter {
-                    since_id: since,
-                    limit: cap,
-                    kind: None,
-                    task_id: None,
-                };
+                let filter = EventFilter::after(since, cap);
                 core.read_events(call, room, filter).await?.1.len()
             }
         } as i64)
@@ -513,18 +508,14 @@ impl Chatroom {
         let (_, messages, _) = core
             .read_messages(call, room, since, Some(BOARD_CHAT))
             .await?;
-        let none = |since_id, limit| EventFilter {
-            since_id,
-            limit,
-            kind: None,
-            task_id: None,
-        };
-        let (_, _, latest_event) = core.read_events(call, room, none(i64::MAX, 1)).await?;
+        let (_, _, latest_event) = core
+            .read_events(call, room, EventFilter::after(i64::MAX, 1))
+            .await?;
         let since = self
             .since_for_newest(call, room, Feed::Activity, BOARD_ACTIVITY, latest_event)
             .await?;
         let (_, events, _) = core
-            .read_events(call, room, none(since, BOARD_ACTIVITY))
+            .read_events(call, room, EventFilter::after(since, BOARD_ACTIVITY))
             .await?;
         let text = present::board_summary(&name, &columns, latest_message, call);
         let reply = Reply::new(

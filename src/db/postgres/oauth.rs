@@ -1,6 +1,5 @@
 //! The OAuth tables on PostgreSQL (see `domain::oauth` for what they mean).
-//! The [`OAuthStore`] methods at the end delegate here. Every
-//! single-use rule (connect codes, authorization codes, refresh tokens) is a
+//! Every single-use rule (connect codes, authorization codes, refresh tokens) is a
 //! guarded `UPDATE … RETURNING`, so it holds across replicas.
 
 use async_trait::async_trait;
@@ -8,36 +7,24 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use super::PostgresStore;
-use crate::domain::model::Grant;
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
     OAuthTokenRecord, RefreshChain, Rotation,
 };
+use crate::domain::store::OAuthStore;
+use crate::error::Result;
 
 /// Rows one prune batch deletes (a short statement each, however much has
 /// expired).
 const PRUNE_BATCH: i64 = 500;
-use crate::domain::profile::Profile;
-use crate::domain::store::OAuthStore;
-use crate::error::Result;
 
-fn grant_from_row(r: &PgRow) -> GrantRecord {
+fn grant_record_from_row(r: &PgRow) -> GrantRecord {
     GrantRecord {
         id: r.get("id"),
         client_id: r.get("client_id"),
         client_name: r.get("client_name"),
-        grant: Grant {
-            agent: r.get("agent"),
-            room: r.get("room"),
-            also_rooms: r.get("also_rooms"),
-            readonly: r.get("readonly"),
-            admin: r.get("admin"),
-            all_rooms: r.get("all_rooms"),
-            lead: r.get("lead"),
-            skills: r.get("skills"),
-            profile: Profile::stored(r.get::<Option<&str>, _>("profile")),
-        },
+        grant: super::rows::grant_from_row(r),
         created_ts: r.get("created_ts"),
         revoked_ts: r.get("revoked_ts"),
         refresh: RefreshChain {
@@ -49,8 +36,9 @@ fn grant_from_row(r: &PgRow) -> GrantRecord {
     }
 }
 
-impl PostgresStore {
-    pub(super) async fn oauth_insert_client_impl(
+#[async_trait]
+impl OAuthStore for PostgresStore {
+    async fn oauth_insert_client(
         &self,
         c: &OAuthClient,
         max: i64,
@@ -101,7 +89,7 @@ impl PostgresStore {
         Ok(true)
     }
 
-    pub(super) async fn oauth_client_impl(&self, client_id: &str) -> Result<Option<OAuthClient>> {
+    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
         let row = sqlx::query("SELECT * FROM oauth_clients WHERE client_id = $1")
             .bind(client_id)
             .fetch_optional(&self.pool)
@@ -117,7 +105,7 @@ impl PostgresStore {
         }))
     }
 
-    pub(super) async fn oauth_insert_connect_code_impl(&self, code: &NewConnectCode) -> Result<()> {
+    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
         let g = &code.grant;
         sqlx::query(
             "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts, profile) \
@@ -140,7 +128,7 @@ impl PostgresStore {
         Ok(())
     }
 
-    pub(super) async fn oauth_approve_impl(
+    async fn oauth_approve(
         &self,
         connect_hash: &str,
         client_id: &str,
@@ -194,7 +182,7 @@ impl PostgresStore {
         Ok(Some(grant_id))
     }
 
-    pub(super) async fn oauth_take_auth_code_impl(&self, hash: &str, now: i64) -> Result<CodeTake> {
+    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
         let fresh = sqlx::query(
             "UPDATE oauth_auth_codes SET used_ts = $2 WHERE hash = $1 AND used_ts IS NULL \
              RETURNING grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts, redirect_uri_given",
@@ -225,7 +213,7 @@ impl PostgresStore {
         })
     }
 
-    pub(super) async fn oauth_insert_tokens_impl(&self, tokens: &[NewOAuthToken]) -> Result<()> {
+    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
         let now = crate::clock::now_ms();
         let mut tx = self.pool.begin().await?;
         for t in tokens {
@@ -244,10 +232,7 @@ impl PostgresStore {
         Ok(())
     }
 
-    pub(super) async fn oauth_token_impl(
-        &self,
-        hash: &str,
-    ) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
+    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
         let at = match self.cache.access(hash) {
             super::Lookup::Hit(access) => return Ok(Some(access)),
             super::Lookup::Miss(at) => at,
@@ -260,7 +245,7 @@ impl PostgresStore {
         .fetch_optional(&self.pool)
         .await?;
         let found = row.map(|r| {
-            let grant = grant_from_row(&r);
+            let grant = grant_record_from_row(&r);
             (
                 OAuthTokenRecord {
                     grant_id: grant.id,
@@ -279,10 +264,7 @@ impl PostgresStore {
         Ok(found)
     }
 
-    pub(super) async fn oauth_grant_by_refresh_impl(
-        &self,
-        hash: &str,
-    ) -> Result<Option<GrantRecord>> {
+    async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
         let row = sqlx::query(
             "(SELECT * FROM oauth_grants WHERE refresh_hash = $1) \
              UNION ALL (SELECT * FROM oauth_grants WHERE refresh_prev_hash = $1) LIMIT 1",
@@ -290,18 +272,18 @@ impl PostgresStore {
         .bind(hash)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.as_ref().map(grant_from_row))
+        Ok(row.as_ref().map(grant_record_from_row))
     }
 
-    pub(super) async fn oauth_grant_impl(&self, id: i64) -> Result<Option<GrantRecord>> {
+    async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
         let row = sqlx::query("SELECT * FROM oauth_grants WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(row.as_ref().map(grant_from_row))
+        Ok(row.as_ref().map(grant_record_from_row))
     }
 
-    pub(super) async fn oauth_rotate_refresh_impl(&self, rot: &Rotation) -> Result<bool> {
+    async fn oauth_rotate_refresh(&self, rot: &Rotation) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         // The compare-and-set is the single rotation, on any replica: a
         // second request with the same token waits on the row's lock, then
@@ -337,7 +319,7 @@ impl PostgresStore {
         Ok(true)
     }
 
-    pub(super) async fn oauth_revoke_grant_impl(&self, grant_id: i64, now: i64) -> Result<bool> {
+    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
         let done = sqlx::query(
             "UPDATE oauth_grants SET revoked_ts = $2 WHERE id = $1 AND revoked_ts IS NULL",
         )
@@ -350,7 +332,7 @@ impl PostgresStore {
         Ok(done?.rows_affected() == 1)
     }
 
-    pub(super) async fn oauth_revoke_agent_impl(&self, agent: &str, now: i64) -> Result<u64> {
+    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
         let done = sqlx::query(
             "UPDATE oauth_grants SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
         )
@@ -362,14 +344,14 @@ impl PostgresStore {
         Ok(done?.rows_affected())
     }
 
-    pub(super) async fn oauth_list_grants_impl(&self) -> Result<Vec<GrantRecord>> {
+    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
         let rows = sqlx::query("SELECT * FROM oauth_grants ORDER BY id")
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.iter().map(grant_from_row).collect())
+        Ok(rows.iter().map(grant_record_from_row).collect())
     }
 
-    pub(super) async fn oauth_purge_grants_impl(&self, revoked_before: i64) -> Result<u64> {
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
         Ok(sqlx::query(
             "DELETE FROM oauth_grants WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1",
         )
@@ -379,7 +361,7 @@ impl PostgresStore {
         .rows_affected())
     }
 
-    pub(super) async fn oauth_key_impl(&self, name: &str, fresh: &str) -> Result<String> {
+    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
         sqlx::query(
             "INSERT INTO oauth_keys (name, value, created_ts) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
         )
@@ -396,7 +378,7 @@ impl PostgresStore {
         )
     }
 
-    pub(super) async fn oauth_prune_impl(&self, now: i64) -> Result<u64> {
+    async fn oauth_prune(&self, now: i64) -> Result<u64> {
         let mut n = 0;
         for (sql, cutoff) in [
             (
@@ -442,87 +424,5 @@ impl PostgresStore {
             }
         }
         Ok(n)
-    }
-}
-
-#[async_trait]
-impl OAuthStore for PostgresStore {
-    // OAuth: see `postgres/oauth.rs`.
-    async fn oauth_insert_client(
-        &self,
-        client: &OAuthClient,
-        max: i64,
-        unused_before: i64,
-    ) -> Result<bool> {
-        self.oauth_insert_client_impl(client, max, unused_before)
-            .await
-    }
-
-    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
-        self.oauth_client_impl(client_id).await
-    }
-
-    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
-        self.oauth_insert_connect_code_impl(code).await
-    }
-
-    async fn oauth_approve(
-        &self,
-        connect_hash: &str,
-        client_id: &str,
-        client_name: &str,
-        code: &NewAuthCode,
-        now: i64,
-    ) -> Result<Option<i64>> {
-        self.oauth_approve_impl(connect_hash, client_id, client_name, code, now)
-            .await
-    }
-
-    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
-        self.oauth_take_auth_code_impl(hash, now).await
-    }
-
-    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
-        self.oauth_insert_tokens_impl(tokens).await
-    }
-
-    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
-        self.oauth_token_impl(hash).await
-    }
-
-    async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
-        self.oauth_grant_by_refresh_impl(hash).await
-    }
-
-    async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
-        self.oauth_grant_impl(id).await
-    }
-
-    async fn oauth_rotate_refresh(&self, rotation: &Rotation) -> Result<bool> {
-        self.oauth_rotate_refresh_impl(rotation).await
-    }
-
-    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
-        self.oauth_revoke_grant_impl(grant_id, now).await
-    }
-
-    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
-        self.oauth_revoke_agent_impl(agent, now).await
-    }
-
-    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
-        self.oauth_list_grants_impl().await
-    }
-
-    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
-        self.oauth_purge_grants_impl(revoked_before).await
-    }
-
-    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
-        self.oauth_key_impl(name, fresh).await
-    }
-
-    async fn oauth_prune(&self, now: i64) -> Result<u64> {
-        self.oauth_prune_impl(now).await
     }
 }

@@ -13,20 +13,25 @@ pub(super) fn room_from_row(r: &PgRow) -> Room {
     }
 }
 
+/// The grant columns of a token, connect code or OAuth grant row, by name.
+pub(super) fn grant_from_row(r: &PgRow) -> Grant {
+    Grant {
+        agent: r.get("agent"),
+        room: r.get("room"),
+        also_rooms: r.get("also_rooms"),
+        readonly: r.get("readonly"),
+        admin: r.get("admin"),
+        all_rooms: r.get("all_rooms"),
+        lead: r.get("lead"),
+        skills: r.get("skills"),
+        profile: Profile::stored(r.get::<Option<&str>, _>("profile")),
+    }
+}
+
 pub(super) fn token_from_row(r: &PgRow) -> TokenRecord {
     TokenRecord {
         id: r.get("id"),
-        grant: Grant {
-            agent: r.get("agent"),
-            room: r.get("room"),
-            also_rooms: r.get("also_rooms"),
-            readonly: r.get("readonly"),
-            admin: r.get("admin"),
-            all_rooms: r.get("all_rooms"),
-            lead: r.get("lead"),
-            skills: r.get("skills"),
-            profile: Profile::stored(r.get::<Option<&str>, _>("profile")),
-        },
+        grant: grant_from_row(r),
         created_ts: r.get("created_ts"),
         revoked_ts: r.get("revoked_ts"),
         last_seen: r.try_get("last_seen").unwrap_or(None),

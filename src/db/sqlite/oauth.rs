@@ -1,23 +1,20 @@
-//! The OAuth tables on SQLite (see `domain::oauth` for what they mean). The
-//! [`OAuthStore`] methods at the end delegate here.
+//! The OAuth tables on SQLite (see `domain::oauth` for what they mean).
 
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 
 use super::{SqliteStore, exec, json_list, parse_list, row, rows};
-use crate::domain::model::Grant;
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
     OAuthTokenRecord, RefreshChain, Rotation,
 };
+use crate::domain::store::OAuthStore;
+use crate::error::{Error, Result};
 
 /// Rows one prune batch deletes: each batch is its own short write, so the
 /// single writer is never held long, however much has expired.
 const PRUNE_BATCH: i64 = 500;
-use crate::domain::profile::Profile;
-use crate::domain::store::OAuthStore;
-use crate::error::{Error, Result};
 
 macro_rules! grant_columns {
     () => {
@@ -32,17 +29,7 @@ fn grant_from_row(r: &Row, at: usize) -> rusqlite::Result<GrantRecord> {
         id: r.get(at)?,
         client_id: r.get(at + 1)?,
         client_name: r.get(at + 2)?,
-        grant: Grant {
-            agent: r.get(at + 3)?,
-            room: r.get(at + 4)?,
-            also_rooms: parse_list(&r.get::<_, String>(at + 5)?),
-            readonly: r.get(at + 6)?,
-            admin: r.get(at + 7)?,
-            all_rooms: r.get(at + 8)?,
-            lead: r.get(at + 9)?,
-            skills: parse_list(&r.get::<_, String>(at + 10)?),
-            profile: Profile::stored(r.get::<_, Option<String>>(at + 17)?.as_deref()),
-        },
+        grant: super::rows::grant_at(r, at + 3, at + 17)?,
         created_ts: r.get(at + 11)?,
         revoked_ts: r.get(at + 12)?,
         refresh: RefreshChain {
@@ -54,8 +41,9 @@ fn grant_from_row(r: &Row, at: usize) -> rusqlite::Result<GrantRecord> {
     })
 }
 
-impl SqliteStore {
-    pub(super) async fn oauth_insert_client_impl(
+#[async_trait]
+impl OAuthStore for SqliteStore {
+    async fn oauth_insert_client(
         &self,
         c: &OAuthClient,
         max: i64,
@@ -100,7 +88,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_client_impl(&self, client_id: &str) -> Result<Option<OAuthClient>> {
+    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
         self.read(|c| {
             row(
                 c,
@@ -122,7 +110,7 @@ impl SqliteStore {
         })
     }
 
-    pub(super) async fn oauth_insert_connect_code_impl(&self, code: &NewConnectCode) -> Result<()> {
+    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
         let g = &code.grant;
         self.write(|c| {
             exec(
@@ -149,7 +137,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_approve_impl(
+    async fn oauth_approve(
         &self,
         connect_hash: &str,
         client_id: &str,
@@ -160,39 +148,21 @@ impl SqliteStore {
         self.write(|c| {
             // The guarded update is the single use: of two approvals racing
             // with one code, one changes the row and the other finds none.
-            let spent = row(
+            let spent = exec(
                 c,
                 "UPDATE oauth_connect_codes SET used_ts = ?2 \
-                 WHERE hash = ?1 AND used_ts IS NULL AND expires_ts > ?2 \
-                 RETURNING agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, profile",
+                 WHERE hash = ?1 AND used_ts IS NULL AND expires_ts > ?2",
                 params![connect_hash, now],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, bool>(3)?,
-                        r.get::<_, bool>(4)?,
-                        r.get::<_, bool>(5)?,
-                        r.get::<_, bool>(6)?,
-                        r.get::<_, String>(7)?,
-                        r.get::<_, Option<String>>(8)?,
-                    ))
-                },
             )?;
-            let Some((agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, profile)) =
-                spent
-            else {
+            if spent == 0 {
                 return Ok(None);
-            };
+            }
             let grant_id: i64 = row(
                 c,
                 "INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
-                params![
-                    client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms,
-                    lead, skills, now, profile
-                ],
+                 SELECT ?2, ?3, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, ?4, profile \
+                 FROM oauth_connect_codes WHERE hash = ?1 RETURNING id",
+                params![connect_hash, client_id, client_name, now],
                 |r| r.get(0),
             )?
             .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
@@ -222,7 +192,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_take_auth_code_impl(&self, hash: &str, now: i64) -> Result<CodeTake> {
+    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
         self.write(|c| {
             let fresh = row(
                 c,
@@ -258,7 +228,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_insert_tokens_impl(&self, tokens: &[NewOAuthToken]) -> Result<()> {
+    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
         let now = crate::clock::now_ms();
         self.write(|c| {
             for t in tokens {
@@ -273,10 +243,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_token_impl(
-        &self,
-        hash: &str,
-    ) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
+    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
         self.read(|c| {
             row(
                 c,
@@ -301,10 +268,7 @@ impl SqliteStore {
         })
     }
 
-    pub(super) async fn oauth_grant_by_refresh_impl(
-        &self,
-        hash: &str,
-    ) -> Result<Option<GrantRecord>> {
+    async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
         self.read(|c| {
             row(
                 c,
@@ -322,7 +286,7 @@ impl SqliteStore {
         })
     }
 
-    pub(super) async fn oauth_grant_impl(&self, id: i64) -> Result<Option<GrantRecord>> {
+    async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
         self.read(|c| {
             row(
                 c,
@@ -337,7 +301,7 @@ impl SqliteStore {
         })
     }
 
-    pub(super) async fn oauth_rotate_refresh_impl(&self, rot: &Rotation) -> Result<bool> {
+    async fn oauth_rotate_refresh(&self, rot: &Rotation) -> Result<bool> {
         self.write(|c| {
             // The compare-and-set is the single rotation: of two requests
             // with one token, the writer runs one after the other, and the
@@ -363,7 +327,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_revoke_grant_impl(&self, grant_id: i64, now: i64) -> Result<bool> {
+    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
         self.write(|c| {
             Ok(exec(
                 c,
@@ -374,7 +338,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_revoke_agent_impl(&self, agent: &str, now: i64) -> Result<u64> {
+    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
         self.write(|c| {
             exec(
                 c,
@@ -385,7 +349,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_list_grants_impl(&self) -> Result<Vec<GrantRecord>> {
+    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
         self.read(|c| {
             rows(
                 c,
@@ -400,7 +364,7 @@ impl SqliteStore {
         })
     }
 
-    pub(super) async fn oauth_purge_grants_impl(&self, revoked_before: i64) -> Result<u64> {
+    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
         self.write(|c| {
             exec(
                 c,
@@ -411,7 +375,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_key_impl(&self, name: &str, fresh: &str) -> Result<String> {
+    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
         if let Some(key) = self.read(|c| {
             row(
                 c,
@@ -435,7 +399,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn oauth_prune_impl(&self, now: i64) -> Result<u64> {
+    async fn oauth_prune(&self, now: i64) -> Result<u64> {
         // Each statement deletes one batch by index; it runs again while a
         // batch came back full, each time as a write of its own.
         let batches: [(&str, i64); 5] = [
@@ -485,87 +449,5 @@ impl SqliteStore {
             }
         }
         Ok(n)
-    }
-}
-
-#[async_trait]
-impl OAuthStore for SqliteStore {
-    // OAuth: see `oauth.rs` beside this file.
-    async fn oauth_insert_client(
-        &self,
-        client: &OAuthClient,
-        max: i64,
-        unused_before: i64,
-    ) -> Result<bool> {
-        self.oauth_insert_client_impl(client, max, unused_before)
-            .await
-    }
-
-    async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
-        self.oauth_client_impl(client_id).await
-    }
-
-    async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
-        self.oauth_insert_connect_code_impl(code).await
-    }
-
-    async fn oauth_approve(
-        &self,
-        connect_hash: &str,
-        client_id: &str,
-        client_name: &str,
-        code: &NewAuthCode,
-        now: i64,
-    ) -> Result<Option<i64>> {
-        self.oauth_approve_impl(connect_hash, client_id, client_name, code, now)
-            .await
-    }
-
-    async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
-        self.oauth_take_auth_code_impl(hash, now).await
-    }
-
-    async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()> {
-        self.oauth_insert_tokens_impl(tokens).await
-    }
-
-    async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
-        self.oauth_token_impl(hash).await
-    }
-
-    async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
-        self.oauth_grant_by_refresh_impl(hash).await
-    }
-
-    async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
-        self.oauth_grant_impl(id).await
-    }
-
-    async fn oauth_rotate_refresh(&self, rotation: &Rotation) -> Result<bool> {
-        self.oauth_rotate_refresh_impl(rotation).await
-    }
-
-    async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
-        self.oauth_revoke_grant_impl(grant_id, now).await
-    }
-
-    async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
-        self.oauth_revoke_agent_impl(agent, now).await
-    }
-
-    async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
-        self.oauth_list_grants_impl().await
-    }
-
-    async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
-        self.oauth_purge_grants_impl(revoked_before).await
-    }
-
-    async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
-        self.oauth_key_impl(name, fresh).await
-    }
-
-    async fn oauth_prune(&self, now: i64) -> Result<u64> {
-        self.oauth_prune_impl(now).await
     }
 }

@@ -39,21 +39,28 @@ pub(super) fn room_from_row(r: &Row) -> rusqlite::Result<Room> {
     })
 }
 
+/// The grant read from a row whose columns `agent, room, also_rooms,
+/// readonly, admin, all_rooms, lead, skills` start at `first`, with its
+/// profile at `profile` (tokens, connect codes and OAuth grants alike).
+pub(super) fn grant_at(r: &Row, first: usize, profile: usize) -> rusqlite::Result<Grant> {
+    Ok(Grant {
+        agent: r.get(first)?,
+        room: r.get(first + 1)?,
+        also_rooms: parse_list(&r.get::<_, String>(first + 2)?),
+        readonly: r.get(first + 3)?,
+        admin: r.get(first + 4)?,
+        all_rooms: r.get(first + 5)?,
+        lead: r.get(first + 6)?,
+        skills: parse_list(&r.get::<_, String>(first + 7)?),
+        profile: Profile::stored(r.get::<_, Option<String>>(profile)?.as_deref()),
+    })
+}
+
 /// A row of `token_columns!()` followed by `last_seen` (or `NULL`).
 pub(super) fn token_from_row(r: &Row) -> rusqlite::Result<TokenRecord> {
     Ok(TokenRecord {
         id: r.get(0)?,
-        grant: Grant {
-            agent: r.get(1)?,
-            room: r.get(2)?,
-            also_rooms: parse_list(&r.get::<_, String>(3)?),
-            readonly: r.get(4)?,
-            admin: r.get(5)?,
-            all_rooms: r.get(6)?,
-            lead: r.get(7)?,
-            skills: parse_list(&r.get::<_, String>(8)?),
-            profile: Profile::stored(r.get::<_, Option<String>>(12)?.as_deref()),
-        },
+        grant: grant_at(r, 1, 12)?,
         created_ts: r.get(9)?,
         revoked_ts: r.get(10)?,
         last_used: r.get(11)?,
