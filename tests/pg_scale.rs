@@ -16,6 +16,7 @@ use chatroom::db::{self, TABLES};
 use chatroom::domain::model::{AdminLogEntry, Event};
 use chatroom::domain::{Call, Core, EventBus, Settings};
 use common::{Grant, McpClient, PgDatabase, TestServer, run_cli};
+use futures::StreamExt;
 use futures::future::join_all;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -527,6 +528,79 @@ async fn relay_reconnects_and_catches_up() {
         .expect("woke")
         .unwrap();
     assert_eq!(r["changed"], true);
+    admin.close().await;
+}
+
+/// A burst of posts is analysed at once: the planner's statistics count the
+/// new events seconds after the burst, not after autovacuum's next look (a
+/// minute, and a tenth of the table), so the `whats_new` window keeps its
+/// ordered index plan (docs/POSTGRES.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_posts_is_analysed_at_once() {
+    pg_server();
+    let server = TestServer::start().await;
+    server.room("lobby").await;
+    let store = db::open(&server.db_url).await.unwrap();
+    let core = Core::new(
+        store,
+        Settings {
+            max_wait: Duration::from_secs(5),
+            max_file_bytes: 1024,
+        },
+        CancellationToken::new(),
+    );
+    let carol = core
+        .verify(&server.token("carol", "lobby").await)
+        .await
+        .unwrap()
+        .unwrap();
+    let admin = sqlx::PgPool::connect(&server.db_url).await.unwrap();
+    let analysed = async || -> (i64, i64) {
+        sqlx::query_as(
+            "SELECT (SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'messages'), \
+             (SELECT reltuples::bigint FROM pg_class WHERE oid = 'events'::regclass)",
+        )
+        .fetch_one(&admin)
+        .await
+        .unwrap()
+    };
+    assert_eq!(
+        analysed().await.0,
+        0,
+        "messages are never analysed by hand before a burst"
+    );
+    let burst = 1_200;
+    let posts = (0..burst).map(|i| {
+        let (core, carol) = (core.clone(), carol.clone());
+        async move {
+            core.post_message(
+                &Call::new(carol, "post_message"),
+                None,
+                &format!("m{i}"),
+                None,
+            )
+            .await
+            .unwrap();
+        }
+    });
+    futures::stream::iter(posts)
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+    // The server's relay heard the burst and analysed (a bounded poll:
+    // the analysis runs in the background).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (count, events) = analysed().await;
+        if count >= 1 && events >= 1_000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not analysed: {count} analyses, {events} events counted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     admin.close().await;
 }
 

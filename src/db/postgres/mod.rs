@@ -17,7 +17,8 @@
 //! This file holds the store, its pool, the writes every area shares and the
 //! relay; each area of the port has its own file (`rooms.rs`, `tokens.rs`,
 //! `chat.rs`, `events.rs`, `board.rs`, `files.rs`, `audit.rs`, `copy.rs`,
-//! `oauth.rs`, `webhooks.rs`), and `rows.rs` maps the rows they share.
+//! `oauth.rs`, `webhooks.rs`), and `rows.rs` maps the rows they share;
+//! `stats.rs` keeps the planner's statistics fresh after a burst.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -39,6 +40,7 @@ mod files;
 mod oauth;
 mod rooms;
 mod rows;
+mod stats;
 mod tokens;
 mod turns;
 mod webhooks;
@@ -244,6 +246,7 @@ impl Store for PostgresStore {
             options: self.options.clone().application_name(RELAY_APPLICATION),
             bus,
             cache: self.cache.clone(),
+            freshness: Default::default(),
         };
         // Listen first, then note where each room stands: an event committed
         // in between is announced, none is lost.
@@ -270,6 +273,8 @@ struct Relay {
     options: PgConnectOptions,
     bus: EventBus,
     cache: Arc<Cache>,
+    /// Counts the events heard, for the planner's statistics (`stats.rs`).
+    freshness: Arc<stats::Freshness>,
 }
 
 impl Relay {
@@ -312,6 +317,7 @@ impl Relay {
                                 rooms.push(announced(n.payload()));
                             }
                         }
+                        self.freshness.heard(rooms.len(), &self.pool);
                         self.relay_announced(rooms).await;
                         false
                     }
