@@ -1,6 +1,7 @@
 //! Events and cursors on PostgreSQL: a `whats_new` page read in one
 //! statement, and its cursor moved under the cursor's row lock.
 
+use super::turns::Ask;
 use super::*;
 
 /// One `whats_new` page as read, before the cursor moves.
@@ -8,6 +9,8 @@ struct CursorPage {
     /// The stored cursor (`None`: the agent's first look).
     cursor: Option<i64>,
     since: i64,
+    /// The room's latest event id when it was read.
+    high: i64,
     events: Vec<Event>,
     cut: crate::domain::events::PageCut,
 }
@@ -82,6 +85,7 @@ async fn cursor_page<'e>(
     Ok(CursorPage {
         cursor,
         since,
+        high,
         events,
         cut,
     })
@@ -98,6 +102,95 @@ async fn lock_cursor(tx: &mut PgConnection, room: &str, agent: &str) -> Result<O
         .fetch_optional(tx)
         .await?,
     )
+}
+
+/// One turn at `agent`'s cursor: the pages of `asks`, in order, each
+/// answered on its own reply (the asks of callers gone meanwhile are left
+/// out, so no page is handed to no one).
+async fn serve_turn(pool: PgPool, room: String, agent: String, asks: Vec<Ask>) {
+    let asks: Vec<Ask> = asks.into_iter().filter(|a| !a.reply.is_closed()).collect();
+    if asks.is_empty() {
+        return;
+    }
+    match read_turn(&pool, &room, &agent, &asks).await {
+        Ok(pages) => {
+            for (ask, page) in asks.into_iter().zip(pages) {
+                let _ = ask.reply.send(Ok(page));
+            }
+        }
+        Err(e) => {
+            let again =
+                || Error::internal(anyhow::anyhow!("a read of the same cursor failed: {e}"));
+            let mut asks = asks.into_iter();
+            let others: Vec<Ask> = asks.by_ref().skip(1).collect();
+            for ask in others {
+                let _ = ask.reply.send(Err(again()));
+            }
+            if let Some(first) = asks.next() {
+                let _ = first.reply.send(Err(e));
+            }
+        }
+    }
+}
+
+/// The pages of one turn. Most polls find nothing new: those read without a
+/// lock and leave the cursor as it is. Otherwise the turn decides every
+/// page once: it holds the cursor's row (across replicas the row lock
+/// orders the turns of one cursor), reads each page after where the one
+/// before it left the cursor, and moves it, all in one transaction.
+async fn read_turn(pool: &PgPool, room: &str, agent: &str, asks: &[Ask]) -> Result<Vec<EventPage>> {
+    let first = &asks[0];
+    let seen = cursor_page(pool, room, agent, first.limit, first.skip_own).await?;
+    if seen.cursor.is_some() && seen.since >= seen.high {
+        // Nothing after the cursor: every ask gets the same empty page.
+        let page = seen.into_page(false);
+        return Ok(asks.iter().map(|_| page.clone()).collect());
+    }
+    if asks.len() == 1 && seen.cursor.is_some() && seen.cut.new_cursor == seen.since {
+        return Ok(vec![seen.into_page(false)]);
+    }
+    // A cursor is a read position: its commit need not wait for the WAL
+    // flush. A database crash can lose the last moves, which shows those
+    // pages again (never skips one); the events themselves are committed
+    // as usual. The setting rides on the `BEGIN`, no round trip more.
+    let mut tx = pool
+        .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+        .await?;
+    let mut first_look = false;
+    if lock_cursor(&mut tx, room, agent).await?.is_none() {
+        // A first look makes the row (a concurrent first look waits on
+        // it, finds it made and takes the lock after this one).
+        let made = sqlx::query(
+            "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, 0) \
+             ON CONFLICT (room, agent) DO NOTHING",
+        )
+        .bind(room)
+        .bind(agent)
+        .execute(&mut *tx)
+        .await?;
+        first_look = made.rows_affected() == 1;
+        if !first_look && lock_cursor(&mut tx, room, agent).await?.is_none() {
+            return Err(Error::conflict(
+                "the cursor went while it was read (the room was deleted?); try again",
+            ));
+        }
+    }
+    let mut pages = Vec::with_capacity(asks.len());
+    for ask in asks {
+        let page = cursor_page(&mut *tx, room, agent, ask.limit, ask.skip_own).await?;
+        if page.cut.new_cursor != page.since {
+            sqlx::query("UPDATE cursors SET event_id = $3 WHERE room = $1 AND agent = $2")
+                .bind(room)
+                .bind(agent)
+                .bind(page.cut.new_cursor)
+                .execute(&mut *tx)
+                .await?;
+        }
+        // Only the turn's first page is the agent's first look.
+        pages.push(page.into_page(first_look && pages.is_empty()));
+    }
+    tx.commit().await?;
+    Ok(pages)
 }
 
 impl CursorPage {
@@ -167,66 +260,21 @@ impl EventStore for PostgresStore {
         advance: bool,
         skip_own: bool,
     ) -> Result<EventPage> {
-        // An advancing read joins its cursor's queue on this replica at
-        // once: callers of one cursor then read one after another, each
-        // after the one before has moved it, instead of all reading the
-        // same page first and then waiting to find it taken.
-        let _turn = match advance {
-            true => Some(self.turns.take(room, agent).await),
-            false => None,
-        };
-        // Most polls find nothing new: those read without a lock and leave
-        // the cursor as it is.
-        let seen = cursor_page(&self.pool, room, agent, limit, skip_own).await?;
-        let moves = seen.cursor.is_none() || seen.cut.new_cursor != seen.since;
-        if !advance || !moves {
+        if !advance {
+            let seen = cursor_page(&self.pool, room, agent, limit, skip_own).await?;
             let first_look = seen.cursor.is_none();
             return Ok(seen.into_page(first_look));
         }
-        // An advancing read decides its page once: it holds the cursor's row
-        // (across replicas the row lock orders the callers of one cursor),
-        // reads the page after where the one before it left the cursor, and
-        // moves it in the same transaction.
-        //
-        // A cursor is a read position: its commit need not wait for the WAL
-        // flush. A database crash can lose the last moves, which shows those
-        // pages again (never skips one); the events themselves are committed
-        // as usual. The queue behind this cursor waits one flush less per
-        // caller (and the setting rides on the `BEGIN`, no round trip more).
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
-            .await?;
-        let mut first_look = false;
-        if lock_cursor(&mut tx, room, agent).await?.is_none() {
-            // A first look makes the row (a concurrent first look waits on
-            // it, finds it made and takes the lock after this one).
-            let made = sqlx::query(
-                "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, 0) \
-                 ON CONFLICT (room, agent) DO NOTHING",
-            )
-            .bind(room)
-            .bind(agent)
-            .execute(&mut *tx)
-            .await?;
-            first_look = made.rows_affected() == 1;
-            if !first_look && lock_cursor(&mut tx, room, agent).await?.is_none() {
-                return Err(Error::conflict(
-                    "the cursor went while it was read (the room was deleted?); try again",
-                ));
-            }
-        }
-        let page = cursor_page(&mut *tx, room, agent, limit, skip_own).await?;
-        if first_look || page.cut.new_cursor != page.since {
-            sqlx::query("UPDATE cursors SET event_id = $3 WHERE room = $1 AND agent = $2")
-                .bind(room)
-                .bind(agent)
-                .bind(page.cut.new_cursor)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(page.into_page(first_look))
+        // An advancing read queues at its cursor on this replica at once:
+        // each turn serves every caller queued by then (`turns.rs`), instead
+        // of all of them reading the same page first and then waiting to
+        // find it taken.
+        let (pool, r, a) = (self.pool.clone(), room.to_owned(), agent.to_owned());
+        self.turns
+            .read(room, agent, limit, skip_own, move |asks| {
+                serve_turn(pool, r, a, asks)
+            })
+            .await
     }
 
     async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
