@@ -165,6 +165,16 @@ async fn revocation_takes_effect_on_every_replica_at_once() {
     for replica in [&a, &b] {
         replica.mcp(&alice.token).call("whoami", json!({})).await;
     }
+    // Both relays busy for a second: each is told of an event it cannot
+    // read back and retries before it hears anything else. A revocation
+    // that returned before every replica heard it would be served now.
+    let admin = sqlx::PgPool::connect(&a.db_url).await.unwrap();
+    relay_connections_reach(&admin, 2).await;
+    sqlx::query("SELECT pg_notify($1, 'lobby 999999999')")
+        .bind(chatroom::db::postgres::CHANNEL)
+        .execute(&admin)
+        .await
+        .unwrap();
     let (code, _, err) = run_cli(&["admin", "revoke", "--agent", "alice"], &a.cli_env()).await;
     assert_eq!(code, 0, "{err}");
     for replica in [&a, &b] {
@@ -175,6 +185,7 @@ async fn revocation_takes_effect_on_every_replica_at_once() {
         assert_eq!(status, 401);
         replica.mcp(&bob.token).call("whoami", json!({})).await;
     }
+    admin.close().await;
 }
 
 /// Tokens and rooms changed by hand in the database, not through chatroom,

@@ -12,6 +12,12 @@
 //! to the database. A change on this replica also forgets at once, before
 //! its call returns, without waiting for the announcement to come back.
 //!
+//! A change committed here is not done until every replica has heard it:
+//! [`heard_everywhere`] asks every relay to answer once it has heard all
+//! that was announced before, and waits for each, so whichever replica
+//! serves the next request honours it — `chatroom admin revoke` returns
+//! when the token is refused everywhere, not a moment before.
+//!
 //! Only rows found are kept (a token minted or a room made on another
 //! replica is found at its first use), each for at most [`TTL`], which
 //! bounds what a listening connection that died before the replica noticed
@@ -22,12 +28,23 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use sqlx::postgres::{PgListener, PgPool};
+
 use crate::domain::model::{Room, TokenRecord};
 use crate::domain::oauth::{GrantRecord, OAuthTokenRecord};
 
 /// The channel the migration's trigger announces on; the payload is the
 /// table's name.
 pub const CHANNEL: &str = "chatroom_cache";
+/// An announcement on [`CHANNEL`] that asks each relay to answer on
+/// [`HEARD`] with what follows it, once everything announced before is heard.
+pub const PING: &str = "ping ";
+/// The channel relays answer a [`PING`] on.
+pub const HEARD: &str = "chatroom_cache_heard";
+/// Longest a change waits for the replicas to say they heard it. Past it,
+/// nothing read before the change is served anyway: a row read just before
+/// it may be kept just after it, for [`TTL`] more.
+const HEARD_WAIT: Duration = Duration::from_secs(2);
 /// Longest a row is kept without being read again: the bound on a change
 /// missed by a listening connection that died without the replica noticing
 /// yet (a lost connection is normally noticed at once). At the rates where
@@ -143,6 +160,7 @@ impl Cache {
             "tokens" => self.tokens.forget(),
             "rooms" => self.rooms.forget(),
             "oauth_tokens" | "oauth_grants" => self.access.forget(),
+            ping if ping.starts_with(PING) => {}
             _ => self.forget_all(),
         }
     }
@@ -189,6 +207,60 @@ impl Cache {
             None => Lookup::Miss(Some(generation)),
         }
     }
+}
+
+/// Waits until the relay of every replica of this database has heard all
+/// that was announced before the call (at most [`HEARD_WAIT`]): one ping
+/// through [`CHANNEL`], an answer from each relay. Notifications reach each
+/// listener in commit order and a relay applies a batch's changes before it
+/// answers, so an answer means the change before it is applied there.
+pub async fn heard_everywhere(pool: &PgPool, relay_application: &str) -> sqlx::Result<()> {
+    let mut answers = PgListener::connect_with(pool).await?;
+    answers.listen(HEARD).await?;
+    let relays: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE datname = current_database() AND application_name = $1",
+    )
+    .bind(relay_application)
+    .fetch_one(pool)
+    .await?;
+    if relays == 0 {
+        return Ok(());
+    }
+    let nonce = format!("{:016x}", rand::random::<u64>());
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANNEL)
+        .bind(format!("{PING}{nonce}"))
+        .execute(pool)
+        .await?;
+    let heard = async {
+        let mut heard = 0;
+        while heard < relays {
+            if answers.recv().await?.payload() == nonce {
+                heard += 1;
+            }
+        }
+        sqlx::Result::Ok(())
+    };
+    match tokio::time::timeout(HEARD_WAIT, heard).await {
+        Ok(done) => done,
+        Err(_) => {
+            // A replica that stopped since it was counted, or one too old
+            // to answer: what it kept has expired by now.
+            tracing::debug!(relays, "not every replica answered a change in time");
+            Ok(())
+        }
+    }
+}
+
+/// A relay's answer to the ping that carried `nonce` (see [`heard_everywhere`]).
+pub async fn answer(pool: &PgPool, nonce: &str) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(HEARD)
+        .bind(nonce)
+        .execute(pool)
+        .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -103,6 +103,15 @@ impl PostgresStore {
         })
     }
 
+    /// After a change of tokens, grants or rooms committed: waits until every
+    /// replica's relay has heard it (`cache.rs`), so the next request honours
+    /// it whichever replica serves it. This replica forgot already.
+    async fn heard_everywhere(&self) {
+        if let Err(e) = cache::heard_everywhere(&self.pool, RELAY_APPLICATION).await {
+            tracing::warn!(error = %e, "could not confirm that every replica heard a change");
+        }
+    }
+
     /// A transaction holding `room`'s lock: writers of one room take turns,
     /// writers of different rooms do not wait for each other.
     async fn begin_room(&self, room: &str) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
@@ -308,13 +317,21 @@ impl Relay {
                 _ = shutdown.cancelled() => return,
                 received = listener.try_recv() => match received {
                     Ok(Some(n)) => {
-                        let mut rooms = Vec::new();
+                        let (mut rooms, mut pings) = (Vec::new(), Vec::new());
                         let buffered = std::iter::from_fn(|| listener.next_buffered());
                         for n in std::iter::once(n).chain(buffered) {
-                            if n.channel() == cache::CHANNEL {
-                                self.cache.changed(n.payload());
-                            } else {
+                            if n.channel() != cache::CHANNEL {
                                 rooms.push(announced(n.payload()));
+                            } else if let Some(nonce) = n.payload().strip_prefix(cache::PING) {
+                                pings.push(nonce.to_owned());
+                            } else {
+                                self.cache.changed(n.payload());
+                            }
+                        }
+                        // The changes before each ping are applied: say so.
+                        for nonce in pings {
+                            if let Err(e) = cache::answer(&self.pool, &nonce).await {
+                                Error::from(e).log_if_internal();
                             }
                         }
                         self.freshness.heard(rooms.len(), &self.pool);

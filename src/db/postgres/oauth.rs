@@ -329,7 +329,11 @@ impl OAuthStore for PostgresStore {
         .await;
         // Every replica forgets on the announcement; this one before it answers.
         self.cache.changed("oauth_grants");
-        Ok(done?.rows_affected() == 1)
+        let revoked = done?.rows_affected() == 1;
+        if revoked {
+            self.heard_everywhere().await;
+        }
+        Ok(revoked)
     }
 
     async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
@@ -341,7 +345,11 @@ impl OAuthStore for PostgresStore {
         .execute(&self.pool)
         .await;
         self.cache.changed("oauth_grants");
-        Ok(done?.rows_affected())
+        let n = done?.rows_affected();
+        if n > 0 {
+            self.heard_everywhere().await;
+        }
+        Ok(n)
     }
 
     async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {

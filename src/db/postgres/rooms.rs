@@ -116,6 +116,7 @@ impl RoomStore for PostgresStore {
         let event = only(store_record(&mut tx, room, record, &Written::default()).await?)?;
         tx.commit().await?;
         self.cache.changed("rooms");
+        self.heard_everywhere().await;
         Ok(Some((updated, event)))
     }
 
@@ -146,6 +147,7 @@ impl RoomStore for PostgresStore {
         let event = only(store_record(&mut tx, room, record, &written).await?)?;
         tx.commit().await?;
         self.cache.changed("rooms");
+        self.heard_everywhere().await;
         Ok(Some((event, pruned)))
     }
 
@@ -171,6 +173,7 @@ impl RoomStore for PostgresStore {
             .await?;
         tx.commit().await?;
         self.cache.changed("rooms");
+        self.heard_everywhere().await;
         Ok(done.rows_affected() == 1)
     }
 

@@ -71,7 +71,11 @@ impl TokenStore for PostgresStore {
         .await;
         // Every replica forgets on the announcement; this one before it answers.
         self.cache.changed("tokens");
-        Ok(done?.rows_affected())
+        let n = done?.rows_affected();
+        if n > 0 {
+            self.heard_everywhere().await;
+        }
+        Ok(n)
     }
 
     async fn revoke_token(&self, id: i64, now: i64) -> Result<bool> {
@@ -82,7 +86,11 @@ impl TokenStore for PostgresStore {
                 .execute(&self.pool)
                 .await;
         self.cache.changed("tokens");
-        Ok(done?.rows_affected() == 1)
+        let revoked = done?.rows_affected() == 1;
+        if revoked {
+            self.heard_everywhere().await;
+        }
+        Ok(revoked)
     }
 
     async fn purge_tokens(&self, revoked_before: i64) -> Result<u64> {
@@ -92,7 +100,11 @@ impl TokenStore for PostgresStore {
                 .execute(&self.pool)
                 .await;
         self.cache.changed("tokens");
-        Ok(done?.rows_affected())
+        let n = done?.rows_affected();
+        if n > 0 {
+            self.heard_everywhere().await;
+        }
+        Ok(n)
     }
 
     async fn members(&self, room: &str) -> Result<Vec<Member>> {
