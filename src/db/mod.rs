@@ -13,6 +13,8 @@
 //! is enforced in the database, and each replica's store relays the events
 //! of the others to its in-process bus ([`Store::start_relay`]).
 
+#[macro_use]
+mod rows;
 mod batch;
 pub mod postgres;
 pub mod sqlite;
@@ -21,9 +23,9 @@ use std::sync::Arc;
 
 use crate::domain::limits;
 use crate::domain::model::*;
-use crate::domain::profile::Profile;
 use crate::domain::store::prelude::*;
 use crate::error::Result;
+use rows::*;
 
 /// The answer to a search stopped at its time limit
 /// ([`limits::SEARCH_MILLIS`]), on either backend.

@@ -15,60 +15,31 @@ impl AuditStore for PostgresStore {
         let tools: Vec<&str> = rows.iter().map(|r| r.tool.as_str()).collect();
         let task_ids: Vec<Option<i64>> = rows.iter().map(|r| r.task_id).collect();
         let outcomes: Vec<&str> = rows.iter().map(|r| r.outcome.as_str()).collect();
-        sqlx::query(
-            "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) \
-             SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[])",
-        )
-        .bind(ts)
-        .bind(agents)
-        .bind(rooms)
-        .bind(tools)
-        .bind(task_ids)
-        .bind(outcomes)
-        .execute(&self.pool)
-        .await
-        .map_err(text_error)?;
+        let sql = "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) \
+             SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[])";
+        let args = (ts, agents, rooms, tools, task_ids, outcomes);
+        exec(&self.pool, sql, args).await.map_err(text_error)?;
         Ok(())
     }
 
     async fn audit_count(&self) -> Result<i64> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM audit")
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(fetch_one(&self.pool, "SELECT COUNT(*) FROM audit", (), first).await?)
     }
 
     async fn insert_admin_log(&self, e: &AdminLogEntry) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO admin_log (ts, actor, address, action, target, flagged) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(e.ts)
-        .bind(&e.actor)
-        .bind(&e.address)
-        .bind(&e.action)
-        .bind(&e.target)
-        .bind(e.flagged)
-        .execute(&self.pool)
-        .await
-        .map_err(text_error)?;
+        let sql = "INSERT INTO admin_log (ts, actor, address, action, target, flagged) \
+             VALUES ($1, $2, $3, $4, $5, $6)";
+        let args = (e.ts, &e.actor, &e.address, &e.action, &e.target, e.flagged);
+        exec(&self.pool, sql, args).await.map_err(text_error)?;
         Ok(())
     }
 
     async fn admin_log(&self, limit: i64) -> Result<Vec<AdminLogEntry>> {
-        let rows = sqlx::query("SELECT * FROM admin_log ORDER BY id DESC LIMIT $1")
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| AdminLogEntry {
-                id: r.get("id"),
-                ts: r.get("ts"),
-                actor: r.get("actor"),
-                address: r.get("address"),
-                action: r.get("action"),
-                target: r.get("target"),
-                flagged: r.get("flagged"),
-            })
-            .collect())
+        let sql = concat!(
+            "SELECT ",
+            admin_log_columns!(),
+            " FROM admin_log ORDER BY id DESC LIMIT $1"
+        );
+        Ok(fetch_all(&self.pool, sql, (limit,), admin_log_from_row).await?)
     }
 }

@@ -2,56 +2,41 @@
 
 use super::*;
 
-fn task_sql(template: &str) -> AssertSqlSafe<String> {
-    AssertSqlSafe(template.replacen("{}", TASK_COLUMNS, 1))
-}
-
 /// Fills `depends_on` and `blocked_by_unfinished` of `tasks` in one query.
 async fn fill_deps(conn: &mut PgConnection, tasks: &mut [Task]) -> Result<()> {
     if tasks.is_empty() {
         return Ok(());
     }
     let ids: Vec<i64> = tasks.iter().map(|t| t.id).collect();
-    let rows: Vec<(i64, i64, Option<String>)> = sqlx::query_as(
+    let deps = sqlx::query_as(
         "SELECT d.task_id, d.depends_on, t.status FROM task_deps d \
          LEFT JOIN tasks t ON t.id = d.depends_on \
          WHERE d.task_id = ANY($1) ORDER BY d.depends_on",
-    )
-    .bind(ids)
-    .fetch_all(&mut *conn)
-    .await?;
-    for (task_id, dep, status) in rows {
-        if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
-            task.depends_on.push(dep);
-            if status.as_deref() != Some(Status::Done.as_str()) {
-                task.blocked_by_unfinished.push(dep);
-            }
-        }
-    }
+    );
+    attach_deps(tasks, deps.bind(ids).fetch_all(&mut *conn).await?);
     Ok(())
 }
 
 async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Option<Task>> {
     // The task and its dependencies (those not done yet apart): one round
     // trip, as `fill_deps` gives them.
-    let row = sqlx::query(task_sql(
-        "SELECT {}, \
-            ARRAY(SELECT d.depends_on FROM task_deps d WHERE d.task_id = tasks.id \
+    let sql = concat!(
+        "SELECT ",
+        task_columns!(),
+        ", ARRAY(SELECT d.depends_on FROM task_deps d WHERE d.task_id = tasks.id \
                 ORDER BY d.depends_on) AS deps, \
             ARRAY(SELECT d.depends_on FROM task_deps d LEFT JOIN tasks u ON u.id = d.depends_on \
                 WHERE d.task_id = tasks.id AND u.status IS DISTINCT FROM $3 ORDER BY d.depends_on) AS blocked \
-         FROM tasks WHERE id = $1 AND room = $2",
-    ))
-    .bind(id)
-    .bind(room)
-    .bind(Status::Done.as_str())
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let mut task = task_from_row(&row)?;
-    task.depends_on = row.get("deps");
-    task.blocked_by_unfinished = row.get("blocked");
-    Ok(Some(task))
+         FROM tasks WHERE id = $1 AND room = $2"
+    );
+    let args = (id, room, Status::Done.as_str());
+    Ok(fetch_opt(&mut *conn, sql, args, |r| {
+        let mut task = task_from_row(r)?;
+        task.depends_on = r.try_get("deps")?;
+        task.blocked_by_unfinished = r.try_get("blocked")?;
+        Ok(task)
+    })
+    .await?)
 }
 
 #[async_trait]
@@ -66,33 +51,21 @@ impl BoardStore for PostgresStore {
         self.writers
             .write(&room.clone(), move |tx| {
                 Box::pin(async move {
-                    let id: i64 = sqlx::query_scalar(
-                        "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
+                    let sql = "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
                          priority, required_skill, needs_review) \
-                         VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id",
-                    )
-                    .bind(&room)
-                    .bind(&t.title)
-                    .bind(&t.body)
-                    .bind(t.status.as_str())
-                    .bind(&t.assignee)
-                    .bind(&t.created_by)
-                    .bind(record.now)
-                    .bind(&t.priority)
-                    .bind(&t.required_skill)
-                    .bind(t.needs_review)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(text_error)?;
+                         VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id";
+                    let args = (&room, &t.title, &t.body, t.status.as_str(), &t.assignee, &t.created_by)
+                        .bind_to(sqlx::query(sql))
+                        .bind(record.now)
+                        .bind(&t.priority)
+                        .bind(&t.required_skill)
+                        .bind(t.needs_review);
+                    let row = args.fetch_one(&mut *tx).await.map_err(text_error)?;
+                    let id: i64 = first(&row)?;
                     if !t.depends_on.is_empty() {
-                        sqlx::query(
-                            "INSERT INTO task_deps (task_id, depends_on) SELECT $1, d FROM UNNEST($2::bigint[]) AS d \
-                             ON CONFLICT DO NOTHING",
-                        )
-                        .bind(id)
-                        .bind(&t.depends_on)
-                        .execute(&mut *tx)
-                        .await?;
+                        let sql = "INSERT INTO task_deps (task_id, depends_on) \
+                             SELECT $1, d FROM UNNEST($2::bigint[]) AS d ON CONFLICT DO NOTHING";
+                        exec(&mut *tx, sql, (id, &t.depends_on)).await?;
                     }
                     let task = load_task(tx, &room, id).await?.ok_or_else(|| {
                         Error::internal(anyhow::anyhow!("task vanished inside its transaction"))
@@ -114,32 +87,30 @@ impl BoardStore for PostgresStore {
     }
 
     async fn task_counts(&self, room: &str) -> Result<TaskCounts> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT status, COUNT(*)::BIGINT FROM tasks WHERE room = $1 GROUP BY status",
-        )
-        .bind(room)
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = "SELECT status, COUNT(*)::BIGINT FROM tasks WHERE room = $1 GROUP BY status";
+        let rows = sqlx::query_as(sql).bind(room).fetch_all(&self.pool).await?;
         Ok(TaskCounts::from_rows(rows))
     }
 
     async fn list_tasks(&self, room: &str, q: &TaskQuery) -> Result<Vec<Task>> {
         let statuses: Vec<&str> = q.statuses.iter().map(|s| s.as_str()).collect();
         let mut conn = self.pool.acquire().await?;
-        let rows = sqlx::query(task_sql(
-            "SELECT {} FROM tasks WHERE room = $1 \
+        let sql = concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE room = $1 \
              AND (cardinality($2::text[]) = 0 OR status = ANY($2)) \
              AND ($3::text IS NULL OR assignee = $3) AND id < $4 \
-             ORDER BY id DESC LIMIT $5",
-        ))
-        .bind(room)
-        .bind(statuses)
-        .bind(&q.assignee)
-        .bind(q.before_id.unwrap_or(i64::MAX))
-        .bind(q.limit)
-        .fetch_all(&mut *conn)
-        .await?;
-        let mut tasks = rows.iter().map(task_from_row).collect::<Result<Vec<_>>>()?;
+             ORDER BY id DESC LIMIT $5"
+        );
+        let args = (
+            room,
+            statuses,
+            &q.assignee,
+            q.before_id.unwrap_or(i64::MAX),
+            q.limit,
+        );
+        let mut tasks = fetch_all(&mut *conn, sql, args, task_from_row).await?;
         fill_deps(&mut conn, &mut tasks).await?;
         Ok(tasks)
     }
@@ -163,37 +134,23 @@ impl BoardStore for PostgresStore {
                          WHERE id = $1 AND room = $2 AND version = $10";
                     #[cfg(feature = "history-fault")]
                     let sql = sqlx::AssertSqlSafe(crate::db::unguard(sql, &c));
-                    let done = sqlx::query(sql)
-                    .bind(id)
-                    .bind(&room)
-                    .bind(c.status.as_str())
-                    .bind(&c.assignee)
-                    .bind(&c.body)
-                    .bind(&c.result)
-                    .bind(c.lease_seconds)
-                    .bind(c.lease_expires_ts)
-                    .bind(now)
-                    .bind(c.expected_version)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(text_error)?;
+                    let args = (id, &room, c.status.as_str(), &c.assignee, &c.body, &c.result)
+                        .bind_to(sqlx::query(sql))
+                        .bind(c.lease_seconds)
+                        .bind(c.lease_expires_ts)
+                        .bind(now)
+                        .bind(c.expected_version);
+                    let done = args.execute(&mut *tx).await.map_err(text_error)?;
                     if done.rows_affected() == 0 {
                         return Ok(None);
                     }
                     let mut written = Written::default();
                     if let Some(body) = &c.note {
-                        let note_id: i64 = sqlx::query_scalar(
-                            "INSERT INTO notes (task_id, room, ts, author, body) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                        )
-                        .bind(id)
-                        .bind(&room)
-                        .bind(now)
-                        .bind(&c.record.actor)
-                        .bind(body)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .map_err(text_error)?;
-                        written.note_id = Some(note_id);
+                        let sql = "INSERT INTO notes (task_id, room, ts, author, body) \
+                             VALUES ($1, $2, $3, $4, $5) RETURNING id";
+                        let args = (id, &room, now, &c.record.actor, body);
+                        let note_id = fetch_one(&mut *tx, sql, args, first).await;
+                        written.note_id = Some(note_id.map_err(text_error)?);
                     }
                     let events = store_record(tx, &room, c.record, &written).await?;
                     let task = load_task(tx, &room, id).await?.ok_or_else(|| {
@@ -206,31 +163,20 @@ impl BoardStore for PostgresStore {
     }
 
     async fn lapsed_leases(&self, now: i64) -> Result<Vec<(String, i64)>> {
-        Ok(sqlx::query_as(
-            "SELECT room, id FROM tasks WHERE lease_expires_ts IS NOT NULL AND lease_expires_ts <= $1 \
-             AND status = ANY($2) LIMIT 500",
-        )
-        .bind(now)
-        .bind(Status::LEASED.map(Status::as_str).as_slice())
-        .fetch_all(&self.pool)
-        .await?)
+        let sql = "SELECT room, id FROM tasks WHERE lease_expires_ts IS NOT NULL \
+             AND lease_expires_ts <= $1 AND status = ANY($2) LIMIT 500";
+        let leased = Status::LEASED.map(Status::as_str);
+        let rows = sqlx::query_as(sql).bind(now).bind(leased.as_slice());
+        Ok(rows.fetch_all(&self.pool).await?)
     }
 
     async fn notes(&self, task_id: i64) -> Result<Vec<Note>> {
-        let rows = sqlx::query("SELECT * FROM notes WHERE task_id = $1 ORDER BY id")
-            .bind(task_id)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Note {
-                id: r.get("id"),
-                task_id: r.get("task_id"),
-                author: r.get("author"),
-                ts: r.get("ts"),
-                body: r.get("body"),
-            })
-            .collect())
+        let sql = concat!(
+            "SELECT ",
+            note_columns!(),
+            " FROM notes WHERE task_id = $1 ORDER BY id"
+        );
+        Ok(fetch_all(&self.pool, sql, (task_id,), note_from_row).await?)
     }
 
     async fn my_mentions(
@@ -240,31 +186,13 @@ impl BoardStore for PostgresStore {
         since_id: i64,
         limit: i64,
     ) -> Result<Vec<Mention>> {
-        let rows = sqlx::query(
-            "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
+        let sql = "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
                 COALESCE(m.author, n.author) AS author, COALESCE(m.ts, n.ts) AS ts, COALESCE(m.body, n.body) AS body \
              FROM mentions x LEFT JOIN messages m ON m.id = x.message_id LEFT JOIN notes n ON n.id = x.note_id \
              WHERE x.room = $1 AND x.agent = $2 AND x.seq > $3 AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
-             ORDER BY x.seq, x.id LIMIT $4",
-        )
-        .bind(room)
-        .bind(agent)
-        .bind(super::mentions_after(since_id))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Mention {
-                seq: r.get("seq"),
-                message_id: r.get("message_id"),
-                note_id: r.get("note_id"),
-                task_id: r.get("task_id"),
-                author: r.get("author"),
-                ts: r.get("ts"),
-                body: r.get("body"),
-            })
-            .collect())
+             ORDER BY x.seq, x.id LIMIT $4";
+        let args = (room, agent, super::mentions_after(since_id), limit);
+        Ok(fetch_all(&self.pool, sql, args, mention_from_row).await?)
     }
 
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>> {

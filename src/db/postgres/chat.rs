@@ -78,32 +78,26 @@ impl ChatStore for PostgresStore {
     }
 
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
-        let rows =
-            sqlx::query("SELECT * FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3")
-                .bind(room)
-                .bind(since_id)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?;
-        Ok(rows.iter().map(message_from_row).collect())
+        let sql = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3"
+        );
+        let args = (room, since_id, limit);
+        Ok(fetch_all(&self.pool, sql, args, message_from_row).await?)
     }
 
     async fn message_origin(&self, id: i64) -> Result<Option<(String, String)>> {
-        Ok(
-            sqlx::query_as("SELECT room, author FROM messages WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        let sql = "SELECT room, author FROM messages WHERE id = $1";
+        Ok(fetch_opt(&self.pool, sql, (id,), |r| {
+            Ok((r.try_get(0)?, r.try_get(1)?))
+        })
+        .await?)
     }
 
     async fn latest_message_id(&self, room: &str) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM messages WHERE room = $1")
-                .bind(room)
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        let sql = "SELECT COALESCE(MAX(id), 0) FROM messages WHERE room = $1";
+        Ok(fetch_one(&self.pool, sql, (room,), first).await?)
     }
 
     async fn read_messages_latest(
@@ -117,12 +111,11 @@ impl ChatStore for PostgresStore {
              FROM (SELECT COALESCE(MAX(id), 0) AS latest FROM messages WHERE room = $1) l \
              LEFT JOIN LATERAL (SELECT * FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3) m \
              ON true ORDER BY m.id",
-        )
-        .bind(room)
-        .bind(since_id)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(page_with_latest(&rows, message_from_row))
+        );
+        let rows = (room, since_id, limit)
+            .bind_to(rows)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(page_with_latest(&rows, |r| message_from_row(r))?)
     }
 }

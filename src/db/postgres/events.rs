@@ -4,6 +4,11 @@
 use super::turns::Ask;
 use super::*;
 
+/// The arguments of an event filter after `room` (`$2` to `$5`).
+fn filter_args<'a>(room: &'a str, f: &'a EventFilter) -> impl Args<'a> {
+    (room, f.since_id, &f.kind, f.task_id, f.limit)
+}
+
 /// One `whats_new` page as read, before the cursor moves.
 struct CursorPage {
     /// The stored cursor (`None`: the agent's first look).
@@ -50,14 +55,9 @@ async fn cursor_page<'e>(
     limit: i64,
     skip_own: bool,
 ) -> Result<CursorPage> {
-    let rows = sqlx::query(CURSOR_PAGE)
-        .bind(room)
-        .bind(agent)
-        .bind(skip_own)
-        .bind(limit)
-        .bind(crate::domain::events::page_window(limit))
-        .fetch_all(db)
-        .await?;
+    let window = crate::domain::events::page_window(limit);
+    let args = (room, agent, skip_own, limit, window);
+    let rows = args.bind_to(sqlx::query(CURSOR_PAGE)).fetch_all(db).await?;
     let first = rows
         .first()
         .ok_or_else(|| Error::internal(anyhow::anyhow!("the cursor query gave no row")))?;
@@ -70,8 +70,9 @@ async fn cursor_page<'e>(
         if let Some(id) = r.get::<Option<i64>, _>("wid") {
             window.push((id, r.get::<bool, _>("shown")));
         }
+        // The page's columns come after the cursor's and the window's.
         if r.get::<Option<i64>, _>("id").is_some() {
-            events.push(event_from_row(r));
+            events.push(event_from_row(&At(r, 5))?);
         }
     }
     let cut = crate::domain::events::cut_page(since, high, &window, limit);
@@ -93,15 +94,8 @@ async fn cursor_page<'e>(
 
 /// Takes the row lock of `agent`'s cursor in `room`, if it has one.
 async fn lock_cursor(tx: &mut PgConnection, room: &str, agent: &str) -> Result<Option<i64>> {
-    Ok(
-        sqlx::query_scalar(
-            "SELECT event_id FROM cursors WHERE room = $1 AND agent = $2 FOR UPDATE",
-        )
-        .bind(room)
-        .bind(agent)
-        .fetch_optional(tx)
-        .await?,
-    )
+    let sql = "SELECT event_id FROM cursors WHERE room = $1 AND agent = $2 FOR UPDATE";
+    Ok(fetch_opt(tx, sql, (room, agent), first).await?)
 }
 
 /// One turn at `agent`'s cursor: the pages of `asks`, in order, each
@@ -160,15 +154,9 @@ async fn read_turn(pool: &PgPool, room: &str, agent: &str, asks: &[Ask]) -> Resu
     if lock_cursor(&mut tx, room, agent).await?.is_none() {
         // A first look makes the row (a concurrent first look waits on
         // it, finds it made and takes the lock after this one).
-        let made = sqlx::query(
-            "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, 0) \
-             ON CONFLICT (room, agent) DO NOTHING",
-        )
-        .bind(room)
-        .bind(agent)
-        .execute(&mut *tx)
-        .await?;
-        first_look = made.rows_affected() == 1;
+        let sql = "INSERT INTO cursors (room, agent, event_id) VALUES ($1, $2, 0) \
+             ON CONFLICT (room, agent) DO NOTHING";
+        first_look = exec(&mut *tx, sql, (room, agent)).await? == 1;
         if !first_look && lock_cursor(&mut tx, room, agent).await?.is_none() {
             return Err(Error::conflict(
                 "the cursor went while it was read (the room was deleted?); try again",
@@ -179,12 +167,8 @@ async fn read_turn(pool: &PgPool, room: &str, agent: &str, asks: &[Ask]) -> Resu
     for ask in asks {
         let page = cursor_page(&mut *tx, room, agent, ask.limit, ask.skip_own).await?;
         if page.cut.new_cursor != page.since {
-            sqlx::query("UPDATE cursors SET event_id = $3 WHERE room = $1 AND agent = $2")
-                .bind(room)
-                .bind(agent)
-                .bind(page.cut.new_cursor)
-                .execute(&mut *tx)
-                .await?;
+            let sql = "UPDATE cursors SET event_id = $3 WHERE room = $1 AND agent = $2";
+            exec(&mut *tx, sql, (room, agent, page.cut.new_cursor)).await?;
         }
         // Only the turn's first page is the agent's first look.
         pages.push(page.into_page(first_look && pages.is_empty()));
@@ -208,48 +192,37 @@ impl CursorPage {
 #[async_trait]
 impl EventStore for PostgresStore {
     async fn read_events_latest(&self, room: &str, f: &EventFilter) -> Result<(Vec<Event>, i64)> {
-        let rows = sqlx::query(
-            "SELECT l.latest, e.id, e.room, e.ts, e.kind, e.actor, e.task_id, e.message_id, e.detail \
+        let rows = sqlx::query(concat!(
+            "SELECT l.latest, e.* \
              FROM (SELECT COALESCE(MAX(id), 0) AS latest FROM events WHERE room = $1) l \
-             LEFT JOIN LATERAL (SELECT id, room, ts, kind, actor, task_id, message_id, detail::text AS detail \
-                FROM events WHERE room = $1 AND id > $2 \
+             LEFT JOIN LATERAL (SELECT ",
+            event_columns!(),
+            " FROM events WHERE room = $1 AND id > $2 \
                 AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR task_id = $4) \
                 ORDER BY id LIMIT $5) e \
-             ON true ORDER BY e.id",
-        )
-        .bind(room)
-        .bind(f.since_id)
-        .bind(&f.kind)
-        .bind(f.task_id)
-        .bind(f.limit)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(page_with_latest(&rows, event_from_row))
+             ON true ORDER BY e.id"
+        ));
+        let rows = filter_args(room, f)
+            .bind_to(rows)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(page_with_latest(&rows, |r| event_from_row(r))?)
     }
 
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE room = $1 AND id > $2 \
+        let sql = concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE room = $1 AND id > $2 \
              AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR task_id = $4) \
              ORDER BY id LIMIT $5"
-        )))
-        .bind(room)
-        .bind(f.since_id)
-        .bind(&f.kind)
-        .bind(f.task_id)
-        .bind(f.limit)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(event_from_row).collect())
+        );
+        Ok(fetch_all(&self.pool, sql, filter_args(room, f), event_from_row).await?)
     }
 
     async fn latest_event_id(&self, room: &str) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1")
-                .bind(room)
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        let sql = "SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1";
+        Ok(fetch_one(&self.pool, sql, (room,), first).await?)
     }
 
     async fn events_after_cursor(
@@ -278,38 +251,22 @@ impl EventStore for PostgresStore {
     }
 
     async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
-        let n = sqlx::query(
-            "UPDATE cursors SET event_id = $4 WHERE room = $1 AND agent = $2 AND event_id = $3",
-        )
-        .bind(room)
-        .bind(agent)
-        .bind(from)
-        .bind(to)
-        .execute(&self.pool)
-        .await?;
-        Ok(n.rows_affected() == 1)
+        let sql =
+            "UPDATE cursors SET event_id = $4 WHERE room = $1 AND agent = $2 AND event_id = $3";
+        Ok(exec(&self.pool, sql, (room, agent, from, to)).await? == 1)
     }
 
     async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>> {
-        Ok(sqlx::query_scalar(
-            "SELECT id FROM events WHERE room = $1 AND actor <> $2 AND id > \
+        let sql = "SELECT id FROM events WHERE room = $1 AND actor <> $2 AND id > \
              COALESCE((SELECT event_id FROM cursors WHERE room = $1 AND agent = $2), 0) \
-             ORDER BY id LIMIT 1",
-        )
-        .bind(room)
-        .bind(agent)
-        .fetch_optional(&self.pool)
-        .await?)
+             ORDER BY id LIMIT 1";
+        Ok(fetch_opt(&self.pool, sql, (room, agent), first).await?)
     }
 
     async fn cursor(&self, room: &str, agent: &str) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT event_id FROM cursors WHERE room = $1 AND agent = $2")
-                .bind(room)
-                .bind(agent)
-                .fetch_optional(&self.pool)
-                .await?
-                .unwrap_or(0),
-        )
+        let sql = "SELECT event_id FROM cursors WHERE room = $1 AND agent = $2";
+        Ok(fetch_opt(&self.pool, sql, (room, agent), first)
+            .await?
+            .unwrap_or(0))
     }
 }

@@ -6,23 +6,23 @@ use super::*;
 impl FileStore for PostgresStore {
     async fn put_file(&self, room: &str, f: &NewFile, record: Record) -> Result<(FileMeta, Event)> {
         let mut tx = self.begin_room(room).await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO files (room, name, mime, size, sha256, content, author, ts, expires_ts, task_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+        let sql = "INSERT INTO files (room, name, mime, size, sha256, content, author, ts, expires_ts, task_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id";
+        let size = f.content.len() as i64;
+        let args = (
+            room,
+            &f.name,
+            &f.mime,
+            size,
+            &f.sha256,
+            &f.content,
+            &record.actor,
         )
-        .bind(room)
-        .bind(&f.name)
-        .bind(&f.mime)
-        .bind(f.content.len() as i64)
-        .bind(&f.sha256)
-        .bind(&f.content)
-        .bind(&record.actor)
-        .bind(record.now)
-        .bind(f.expires_at)
-        .bind(f.task_id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(text_error)?;
+            .bind_to(sqlx::query(sql))
+            .bind(record.now)
+            .bind(f.expires_at)
+            .bind(f.task_id);
+        let id: i64 = first(&args.fetch_one(&mut *tx).await.map_err(text_error)?)?;
         let meta = FileMeta {
             file_id: id,
             name: f.name.clone(),
@@ -44,61 +44,51 @@ impl FileStore for PostgresStore {
     }
 
     async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>> {
-        let row = sqlx::query(
-            "SELECT * FROM files WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)",
-        )
-        .bind(id)
-        .bind(room)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(|r| (file_from_row(&r), r.get("content"))))
+        let sql = concat!(
+            "SELECT ",
+            file_columns!(),
+            ", content FROM files \
+             WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)"
+        );
+        let with_content = |r: &PgRow| Ok((file_from_row(r)?, r.try_get(9)?));
+        Ok(fetch_opt(&self.pool, sql, (id, room, now), with_content).await?)
     }
 
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>> {
-        let row = sqlx::query(
-            "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
-             WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)",
-        )
-        .bind(id)
-        .bind(room)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(file_from_row))
+        let sql = concat!(
+            "SELECT ",
+            file_columns!(),
+            " FROM files WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)"
+        );
+        Ok(fetch_opt(&self.pool, sql, (id, room, now), file_from_row).await?)
     }
 
     async fn file_room(&self, id: i64, now: i64) -> Result<Option<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT room FROM files WHERE id = $1 AND (expires_ts IS NULL OR expires_ts > $2)",
-        )
-        .bind(id)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?)
+        let sql =
+            "SELECT room FROM files WHERE id = $1 AND (expires_ts IS NULL OR expires_ts > $2)";
+        Ok(fetch_opt(&self.pool, sql, (id, now), first).await?)
     }
 
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {
-        let rows = sqlx::query(
-            "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
-             WHERE room = $1 AND (expires_ts IS NULL OR expires_ts > $2) ORDER BY id DESC LIMIT $3",
-        )
-        .bind(room)
-        .bind(now)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(file_from_row).collect())
+        let sql = concat!(
+            "SELECT ",
+            file_columns!(),
+            " FROM files \
+             WHERE room = $1 AND (expires_ts IS NULL OR expires_ts > $2) ORDER BY id DESC LIMIT $3"
+        );
+        Ok(fetch_all(&self.pool, sql, (room, now, limit), file_from_row).await?)
     }
 
     async fn delete_file(&self, room: &str, id: i64, record: Record) -> Result<Option<Event>> {
         let mut tx = self.begin_room(room).await?;
-        let done = sqlx::query("DELETE FROM files WHERE id = $1 AND room = $2")
-            .bind(id)
-            .bind(room)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
+        if exec(
+            &mut *tx,
+            "DELETE FROM files WHERE id = $1 AND room = $2",
+            (id, room),
+        )
+        .await?
+            == 0
+        {
             return Ok(None);
         }
         let event = only(store_record(&mut tx, room, record, &Written::default()).await?)?;

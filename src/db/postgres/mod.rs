@@ -112,6 +112,18 @@ impl PostgresStore {
         }
     }
 
+    /// After a change of `table` that `done` (or failed to): this replica
+    /// forgets the table's rows before it answers (every replica does on the
+    /// announcement), and when rows changed, waits until every replica heard.
+    async fn forget_everywhere(&self, table: &str, done: sqlx::Result<u64>) -> Result<u64> {
+        self.cache.changed(table);
+        let n = done?;
+        if n > 0 {
+            self.heard_everywhere().await;
+        }
+        Ok(n)
+    }
+
     /// A transaction holding `room`'s lock: writers of one room take turns,
     /// writers of different rooms do not wait for each other.
     async fn begin_room(&self, room: &str) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
@@ -406,14 +418,13 @@ impl Relay {
             if from >= announced {
                 return Ok(());
             }
-            let rows = sqlx::query(AssertSqlSafe(format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE room = $1 AND id > $2 ORDER BY id LIMIT {PAGE}"
-            )))
-            .bind(room)
-            .bind(from)
-            .fetch_all(&self.pool)
-            .await?;
-            let events: Vec<Event> = rows.iter().map(event_from_row).collect();
+            let sql = concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3"
+            );
+            let args = (room, from, PAGE as i64);
+            let events = fetch_all(&self.pool, sql, args, event_from_row).await?;
             let full = events.len() == PAGE;
             if let Some(last) = events.last().map(|e| e.id) {
                 self.bus.publish_relayed(room, events, last);

@@ -3,14 +3,16 @@
 //! guarded `UPDATE … RETURNING`, so it holds across replicas.
 
 use async_trait::async_trait;
-use sqlx::Row;
-use sqlx::postgres::PgRow;
 
-use super::PostgresStore;
-use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
+use super::rows::{exec, fetch_all, fetch_one, fetch_opt, first};
+use super::{Lookup, PostgresStore};
+use crate::db::rows::{
+    auth_code_from_row, grant_record_from_row, oauth_client_from_row, oauth_token_from_row,
+};
+use crate::domain::oauth::{AUTH_CODE_TTL_MS, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
-    OAuthTokenRecord, RefreshChain, Rotation,
+    OAuthTokenRecord, Rotation,
 };
 use crate::domain::store::OAuthStore;
 use crate::error::Result;
@@ -19,22 +21,9 @@ use crate::error::Result;
 /// expired).
 const PRUNE_BATCH: i64 = 500;
 
-fn grant_record_from_row(r: &PgRow) -> GrantRecord {
-    GrantRecord {
-        id: r.get("id"),
-        client_id: r.get("client_id"),
-        client_name: r.get("client_name"),
-        grant: super::rows::grant_from_row(r),
-        created_ts: r.get("created_ts"),
-        revoked_ts: r.get("revoked_ts"),
-        refresh: RefreshChain {
-            hash: r.get("refresh_hash"),
-            prev_hash: r.get("refresh_prev_hash"),
-            rotated_ts: r.get("refresh_rotated_ts"),
-            expires_ts: r.get("refresh_expires_ts"),
-        },
-    }
-}
+/// Stores an OAuth token issued at `now`.
+const INSERT_TOKEN: &str = "INSERT INTO oauth_tokens (hash, grant_id, kind, created_ts, expires_ts) \
+     VALUES ($1, $2, $3, $4, $5)";
 
 #[async_trait]
 impl OAuthStore for PostgresStore {
@@ -49,82 +38,62 @@ impl OAuthStore for PostgresStore {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext('chatroom.oauth_clients'))")
             .execute(&mut *tx)
             .await?;
-        sqlx::query(
-            "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
-             WHERE used_ts IS NULL AND created_ts <= $1 ORDER BY created_ts LIMIT $2)",
-        )
-        .bind(unused_before)
-        .bind(PRUNE_BATCH)
-        .execute(&mut *tx)
-        .await?;
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM oauth_clients")
-            .fetch_one(&mut *tx)
-            .await?;
+        let forget = "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
+             WHERE used_ts IS NULL AND created_ts <= $1 ORDER BY created_ts LIMIT $2)";
+        exec(&mut *tx, forget, (unused_before, PRUNE_BATCH)).await?;
+        let count: i64 =
+            fetch_one(&mut *tx, "SELECT COUNT(*) FROM oauth_clients", (), first).await?;
         if count >= max {
-            let evicted = sqlx::query(
-                "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
-                 WHERE used_ts IS NULL ORDER BY created_ts LIMIT $1)",
-            )
-            .bind(count - max + 1)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            let evict = "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
+                 WHERE used_ts IS NULL ORDER BY created_ts LIMIT $1)";
+            let evicted = exec(&mut *tx, evict, (count - max + 1,)).await?;
             if (evicted as i64) < count - max + 1 {
                 return Ok(false);
             }
         }
-        sqlx::query(
-            "INSERT INTO oauth_clients (client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&c.client_id)
-        .bind(&c.secret_hash)
-        .bind(&c.client_name)
-        .bind(&c.redirect_uris)
-        .bind(&c.auth_method)
-        .bind(c.created_ts)
-        .execute(&mut *tx)
-        .await?;
+        let insert = "INSERT INTO oauth_clients (client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts) \
+             VALUES ($1, $2, $3, $4, $5, $6)";
+        let args = (
+            &c.client_id,
+            &c.secret_hash,
+            &c.client_name,
+            &c.redirect_uris,
+            &c.auth_method,
+            c.created_ts,
+        );
+        exec(&mut *tx, insert, args).await?;
         tx.commit().await?;
         Ok(true)
     }
 
     async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
-        let row = sqlx::query("SELECT * FROM oauth_clients WHERE client_id = $1")
-            .bind(client_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| OAuthClient {
-            client_id: r.get("client_id"),
-            secret_hash: r.get("secret_hash"),
-            client_name: r.get("client_name"),
-            redirect_uris: r.get("redirect_uris"),
-            auth_method: r.get("auth_method"),
-            created_ts: r.get("created_ts"),
-            used_ts: r.get("used_ts"),
-        }))
+        let sql = concat!(
+            "SELECT ",
+            oauth_client_columns!(),
+            " FROM oauth_clients WHERE client_id = $1"
+        );
+        Ok(fetch_opt(&self.pool, sql, (client_id,), oauth_client_from_row).await?)
     }
 
     async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
         let g = &code.grant;
-        sqlx::query(
-            "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts, profile) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        )
-        .bind(&code.hash)
-        .bind(&g.agent)
-        .bind(&g.room)
-        .bind(&g.also_rooms)
-        .bind(g.readonly)
-        .bind(g.admin)
-        .bind(g.all_rooms)
-        .bind(g.lead)
-        .bind(&g.skills)
-        .bind(code.created_ts)
-        .bind(code.expires_ts)
-        .bind(g.profile.as_str())
-        .execute(&self.pool)
-        .await?;
+        let sql = "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts, profile) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+        let args = (
+            &code.hash,
+            &g.agent,
+            &g.room,
+            &g.also_rooms,
+            g.readonly,
+            g.admin,
+            g.all_rooms,
+            g.lead,
+            &g.skills,
+            code.created_ts,
+            code.expires_ts,
+            g.profile.as_str(),
+        );
+        exec(&self.pool, sql, args).await?;
         Ok(())
     }
 
@@ -139,74 +108,48 @@ impl OAuthStore for PostgresStore {
         let mut tx = self.pool.begin().await?;
         // One statement spends the code and creates the grant: of two
         // approvals racing with one code (on any replicas), one finds it.
-        let grant_id: Option<i64> = sqlx::query_scalar(
-            "WITH spent AS (UPDATE oauth_connect_codes SET used_ts = $2 \
+        let spend = "WITH spent AS (UPDATE oauth_connect_codes SET used_ts = $2 \
                  WHERE hash = $1 AND used_ts IS NULL AND expires_ts > $2 \
                  RETURNING agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, profile) \
              INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
              SELECT $3, $4, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, $2, profile FROM spent \
-             RETURNING id",
-        )
-        .bind(connect_hash)
-        .bind(now)
-        .bind(client_id)
-        .bind(client_name)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(grant_id) = grant_id else {
+             RETURNING id";
+        let args = (connect_hash, now, client_id, client_name);
+        let Some(grant_id) = fetch_opt(&mut *tx, spend, args, first::<i64>).await? else {
             return Ok(None);
         };
-        sqlx::query(
-            "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts, redirect_uri_given) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(&code.hash)
-        .bind(grant_id)
-        .bind(&code.client_id)
-        .bind(&code.redirect_uri)
-        .bind(&code.code_challenge)
-        .bind(&code.resource)
-        .bind(now)
-        .bind(code.expires_ts)
-        .bind(code.redirect_uri_given)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "UPDATE oauth_clients SET used_ts = $2 WHERE client_id = $1 AND used_ts IS NULL",
-        )
-        .bind(client_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        let store_code = "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts, redirect_uri_given) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+        let c = code;
+        let args = (
+            &c.hash,
+            grant_id,
+            &c.client_id,
+            &c.redirect_uri,
+            &c.code_challenge,
+            &c.resource,
+            now,
+            c.expires_ts,
+            c.redirect_uri_given,
+        );
+        exec(&mut *tx, store_code, args).await?;
+        let used = "UPDATE oauth_clients SET used_ts = $2 WHERE client_id = $1 AND used_ts IS NULL";
+        exec(&mut *tx, used, (client_id, now)).await?;
         tx.commit().await?;
         Ok(Some(grant_id))
     }
 
     async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake> {
-        let fresh = sqlx::query(
-            "UPDATE oauth_auth_codes SET used_ts = $2 WHERE hash = $1 AND used_ts IS NULL \
-             RETURNING grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts, redirect_uri_given",
-        )
-        .bind(hash)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        if let Some(r) = fresh {
-            return Ok(CodeTake::Fresh(AuthCode {
-                grant_id: r.get("grant_id"),
-                client_id: r.get("client_id"),
-                redirect_uri: r.get("redirect_uri"),
-                code_challenge: r.get("code_challenge"),
-                resource: r.get("resource"),
-                expires_ts: r.get("expires_ts"),
-                redirect_uri_given: r.get("redirect_uri_given"),
-            }));
+        let take = concat!(
+            "UPDATE oauth_auth_codes SET used_ts = $2 WHERE hash = $1 AND used_ts IS NULL RETURNING ",
+            auth_code_columns!()
+        );
+        let fresh = fetch_opt(&self.pool, take, (hash, now), auth_code_from_row).await?;
+        if let Some(code) = fresh {
+            return Ok(CodeTake::Fresh(code));
         }
-        let spent: Option<i64> =
-            sqlx::query_scalar("SELECT grant_id FROM oauth_auth_codes WHERE hash = $1")
-                .bind(hash)
-                .fetch_optional(&self.pool)
-                .await?;
+        let spent = "SELECT grant_id FROM oauth_auth_codes WHERE hash = $1";
+        let spent = fetch_opt(&self.pool, spent, (hash,), first).await?;
         Ok(match spent {
             Some(grant_id) => CodeTake::Replayed { grant_id },
             None => CodeTake::Unknown,
@@ -217,16 +160,8 @@ impl OAuthStore for PostgresStore {
         let now = crate::clock::now_ms();
         let mut tx = self.pool.begin().await?;
         for t in tokens {
-            sqlx::query(
-                "INSERT INTO oauth_tokens (hash, grant_id, kind, created_ts, expires_ts) VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(&t.hash)
-            .bind(t.grant_id)
-            .bind(t.kind)
-            .bind(now)
-            .bind(t.expires_ts)
-            .execute(&mut *tx)
-            .await?;
+            let args = (&t.hash, t.grant_id, t.kind, now, t.expires_ts);
+            exec(&mut *tx, INSERT_TOKEN, args).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -234,28 +169,15 @@ impl OAuthStore for PostgresStore {
 
     async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
         let at = match self.cache.access(hash) {
-            super::Lookup::Hit(access) => return Ok(Some(access)),
-            super::Lookup::Miss(at) => at,
+            Lookup::Hit(access) => return Ok(Some(access)),
+            Lookup::Miss(at) => at,
         };
-        let row = sqlx::query(
-            "SELECT t.kind, t.expires_ts AS token_expires_ts, t.spent_ts, g.* \
-             FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = $1",
-        )
-        .bind(hash)
-        .fetch_optional(&self.pool)
-        .await?;
-        let found = row.map(|r| {
-            let grant = grant_record_from_row(&r);
-            (
-                OAuthTokenRecord {
-                    grant_id: grant.id,
-                    kind: r.get("kind"),
-                    expires_ts: r.get("token_expires_ts"),
-                    spent_ts: r.get("spent_ts"),
-                },
-                grant,
-            )
-        });
+        let sql = concat!(
+            "SELECT t.grant_id, t.kind, t.expires_ts, t.spent_ts, ",
+            grant_columns!(),
+            " FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = $1"
+        );
+        let found = fetch_opt(&self.pool, sql, (hash,), oauth_token_from_row).await?;
         // Access tokens only: a refresh token is spent once, and its row
         // is read where that is decided.
         if let Some(access) = found.as_ref().filter(|(t, _)| t.kind == "access") {
@@ -265,22 +187,23 @@ impl OAuthStore for PostgresStore {
     }
 
     async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
-        let row = sqlx::query(
-            "(SELECT * FROM oauth_grants WHERE refresh_hash = $1) \
-             UNION ALL (SELECT * FROM oauth_grants WHERE refresh_prev_hash = $1) LIMIT 1",
-        )
-        .bind(hash)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(grant_record_from_row))
+        let sql = concat!(
+            "(SELECT ",
+            grant_columns!(),
+            " FROM oauth_grants g WHERE g.refresh_hash = $1) UNION ALL (SELECT ",
+            grant_columns!(),
+            " FROM oauth_grants g WHERE g.refresh_prev_hash = $1) LIMIT 1"
+        );
+        Ok(fetch_opt(&self.pool, sql, (hash,), grant_record_from_row).await?)
     }
 
     async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
-        let row = sqlx::query("SELECT * FROM oauth_grants WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.as_ref().map(grant_record_from_row))
+        let sql = concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM oauth_grants g WHERE g.id = $1"
+        );
+        Ok(fetch_opt(&self.pool, sql, (id,), grant_record_from_row).await?)
     }
 
     async fn oauth_rotate_refresh(&self, rot: &Rotation) -> Result<bool> {
@@ -288,102 +211,58 @@ impl OAuthStore for PostgresStore {
         // The compare-and-set is the single rotation, on any replica: a
         // second request with the same token waits on the row's lock, then
         // finds the live token changed and updates nothing.
-        let changed = sqlx::query(
-            "UPDATE oauth_grants SET refresh_prev_hash = refresh_hash, refresh_hash = $3, \
+        let rotate = "UPDATE oauth_grants SET refresh_prev_hash = refresh_hash, refresh_hash = $3, \
              refresh_rotated_ts = $4, refresh_expires_ts = $5 \
-             WHERE id = $1 AND revoked_ts IS NULL AND refresh_hash IS NOT DISTINCT FROM $2",
-        )
-        .bind(rot.grant_id)
-        .bind(&rot.old_hash)
-        .bind(&rot.new_hash)
-        .bind(rot.now)
-        .bind(rot.expires_ts)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if changed == 0 {
+             WHERE id = $1 AND revoked_ts IS NULL AND refresh_hash IS NOT DISTINCT FROM $2";
+        let args = (
+            rot.grant_id,
+            &rot.old_hash,
+            &rot.new_hash,
+            rot.now,
+            rot.expires_ts,
+        );
+        if exec(&mut *tx, rotate, args).await? == 0 {
             return Ok(false);
         }
         let t = &rot.access;
-        sqlx::query(
-            "INSERT INTO oauth_tokens (hash, grant_id, kind, created_ts, expires_ts) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(&t.hash)
-        .bind(t.grant_id)
-        .bind(t.kind)
-        .bind(rot.now)
-        .bind(t.expires_ts)
-        .execute(&mut *tx)
-        .await?;
+        let args = (&t.hash, t.grant_id, t.kind, rot.now, t.expires_ts);
+        exec(&mut *tx, INSERT_TOKEN, args).await?;
         tx.commit().await?;
         Ok(true)
     }
 
     async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
-        let done = sqlx::query(
-            "UPDATE oauth_grants SET revoked_ts = $2 WHERE id = $1 AND revoked_ts IS NULL",
-        )
-        .bind(grant_id)
-        .bind(now)
-        .execute(&self.pool)
-        .await;
-        // Every replica forgets on the announcement; this one before it answers.
-        self.cache.changed("oauth_grants");
-        let revoked = done?.rows_affected() == 1;
-        if revoked {
-            self.heard_everywhere().await;
-        }
-        Ok(revoked)
+        let sql = "UPDATE oauth_grants SET revoked_ts = $2 WHERE id = $1 AND revoked_ts IS NULL";
+        let done = exec(&self.pool, sql, (grant_id, now)).await;
+        Ok(self.forget_everywhere("oauth_grants", done).await? == 1)
     }
 
     async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
-        let done = sqlx::query(
-            "UPDATE oauth_grants SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
-        )
-        .bind(agent)
-        .bind(now)
-        .execute(&self.pool)
-        .await;
-        self.cache.changed("oauth_grants");
-        let n = done?.rows_affected();
-        if n > 0 {
-            self.heard_everywhere().await;
-        }
-        Ok(n)
+        let sql = "UPDATE oauth_grants SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL";
+        let done = exec(&self.pool, sql, (agent, now)).await;
+        self.forget_everywhere("oauth_grants", done).await
     }
 
     async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
-        let rows = sqlx::query("SELECT * FROM oauth_grants ORDER BY id")
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.iter().map(grant_record_from_row).collect())
+        let sql = concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM oauth_grants g ORDER BY g.id"
+        );
+        Ok(fetch_all(&self.pool, sql, (), grant_record_from_row).await?)
     }
 
     async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
-        Ok(sqlx::query(
-            "DELETE FROM oauth_grants WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1",
-        )
-        .bind(revoked_before)
-        .execute(&self.pool)
-        .await?
-        .rows_affected())
+        let sql = "DELETE FROM oauth_grants WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1";
+        Ok(exec(&self.pool, sql, (revoked_before,)).await?)
     }
 
     async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
-        sqlx::query(
-            "INSERT INTO oauth_keys (name, value, created_ts) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(name)
-        .bind(fresh)
-        .bind(crate::clock::now_ms())
-        .execute(&self.pool)
-        .await?;
-        Ok(
-            sqlx::query_scalar("SELECT value FROM oauth_keys WHERE name = $1")
-                .bind(name)
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        let store = "INSERT INTO oauth_keys (name, value, created_ts) VALUES ($1, $2, $3) \
+             ON CONFLICT (name) DO NOTHING";
+        exec(&self.pool, store, (name, fresh, crate::clock::now_ms())).await?;
+        let sql = "SELECT value FROM oauth_keys WHERE name = $1";
+        Ok(fetch_one(&self.pool, sql, (name,), first).await?)
     }
 
     async fn oauth_prune(&self, now: i64) -> Result<u64> {
@@ -419,12 +298,7 @@ impl OAuthStore for PostgresStore {
             ),
         ] {
             loop {
-                let done = sqlx::query(sql)
-                    .bind(cutoff)
-                    .bind(PRUNE_BATCH)
-                    .execute(&self.pool)
-                    .await?
-                    .rows_affected();
+                let done = exec(&self.pool, sql, (cutoff, PRUNE_BATCH)).await?;
                 n += done;
                 if (done as i64) < PRUNE_BATCH {
                     break;

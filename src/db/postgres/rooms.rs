@@ -4,29 +4,27 @@ use super::*;
 
 /// Deletes a room's chat, events, mentions and files older than `cutoff`.
 async fn prune_room(conn: &mut PgConnection, room: &str, cutoff: i64) -> Result<PruneCount> {
-    let messages = sqlx::query("DELETE FROM messages WHERE room = $1 AND ts < $2")
-        .bind(room)
-        .bind(cutoff)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-    sqlx::query("DELETE FROM mentions WHERE room = $1 AND ts < $2 AND message_id IS NOT NULL")
-        .bind(room)
-        .bind(cutoff)
-        .execute(&mut *conn)
-        .await?;
-    let events = sqlx::query("DELETE FROM events WHERE room = $1 AND ts < $2")
-        .bind(room)
-        .bind(cutoff)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-    let files = sqlx::query("DELETE FROM files WHERE room = $1 AND ts < $2")
-        .bind(room)
-        .bind(cutoff)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
+    let args = (room, cutoff);
+    let messages = exec(
+        &mut *conn,
+        "DELETE FROM messages WHERE room = $1 AND ts < $2",
+        args,
+    )
+    .await?;
+    let mentions = "DELETE FROM mentions WHERE room = $1 AND ts < $2 AND message_id IS NOT NULL";
+    exec(&mut *conn, mentions, args).await?;
+    let events = exec(
+        &mut *conn,
+        "DELETE FROM events WHERE room = $1 AND ts < $2",
+        args,
+    )
+    .await?;
+    let files = exec(
+        &mut *conn,
+        "DELETE FROM files WHERE room = $1 AND ts < $2",
+        args,
+    )
+    .await?;
     Ok(PruneCount {
         messages,
         events,
@@ -37,20 +35,24 @@ async fn prune_room(conn: &mut PgConnection, room: &str, cutoff: i64) -> Result<
 #[async_trait]
 impl RoomStore for PostgresStore {
     async fn create_room(&self, room: &Room, now: i64) -> Result<bool> {
-        let done = sqlx::query(
+        let r = room;
+        let args = (
+            &r.name,
+            &r.description,
+            &r.repo_url,
+            &r.onboarding_notes,
+            r.retention_days,
+            now,
+        );
+        let made = exec(
+            &self.pool,
             "INSERT INTO rooms (name, description, repo_url, onboarding_notes, retention_days, created_ts) \
              VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
+            args,
         )
-        .bind(&room.name)
-        .bind(&room.description)
-        .bind(&room.repo_url)
-        .bind(&room.onboarding_notes)
-        .bind(room.retention_days)
-        .bind(now)
-        .execute(&self.pool)
         .await
         .map_err(text_error)?;
-        Ok(done.rows_affected() == 1)
+        Ok(made == 1)
     }
 
     async fn get_room(&self, name: &str) -> Result<Option<Room>> {
@@ -58,11 +60,8 @@ impl RoomStore for PostgresStore {
             Lookup::Hit(room) => return Ok(Some(room)),
             Lookup::Miss(at) => at,
         };
-        let row = sqlx::query("SELECT * FROM rooms WHERE name = $1")
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
-        let room = row.as_ref().map(room_from_row);
+        let sql = concat!("SELECT ", room_columns!(), " FROM rooms WHERE name = $1");
+        let room = fetch_opt(&self.pool, sql, (name,), room_from_row).await?;
         if let Some(room) = &room {
             self.cache.keep_room(name, room, at);
         }
@@ -70,26 +69,18 @@ impl RoomStore for PostgresStore {
     }
 
     async fn list_rooms(&self, now: i64) -> Result<Vec<RoomSummary>> {
-        let rows = sqlx::query(
-            "SELECT r.*, \
+        let open = Status::OPEN.map(Status::as_str);
+        Ok(fetch_all(
+            &self.pool,
+            concat!("SELECT ", room_columns!(), ", \
              (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status = ANY($2)) AS open_tasks, \
              (SELECT COUNT(*) FROM messages m WHERE m.room = r.name) AS messages, \
              (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > $1)) AS files \
-             FROM rooms r ORDER BY r.name COLLATE \"C\"",
+             FROM rooms r ORDER BY r.name COLLATE \"C\""),
+            (now, open.as_slice()),
+            room_summary_from_row,
         )
-        .bind(now)
-        .bind(Status::OPEN.map(Status::as_str).as_slice())
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| RoomSummary {
-                room: room_from_row(r),
-                open_tasks: r.get("open_tasks"),
-                messages: r.get("messages"),
-                files: r.get("files"),
-            })
-            .collect())
+        .await?)
     }
 
     async fn update_room_info(
@@ -99,20 +90,27 @@ impl RoomStore for PostgresStore {
         record: Record,
     ) -> Result<Option<(Room, Event)>> {
         let mut tx = self.begin_room(room).await?;
-        let row = sqlx::query(
-            "UPDATE rooms SET description = COALESCE($2, description), \
+        let updated = fetch_opt(
+            &mut *tx,
+            concat!(
+                "UPDATE rooms SET description = COALESCE($2, description), \
              repo_url = COALESCE($3, repo_url), onboarding_notes = COALESCE($4, onboarding_notes) \
-             WHERE name = $1 RETURNING *",
+             WHERE name = $1 RETURNING ",
+                room_columns!()
+            ),
+            (
+                room,
+                &info.description,
+                &info.repo_url,
+                &info.onboarding_notes,
+            ),
+            room_from_row,
         )
-        .bind(room)
-        .bind(&info.description)
-        .bind(&info.repo_url)
-        .bind(&info.onboarding_notes)
-        .fetch_optional(&mut *tx)
         .await
         .map_err(text_error)?;
-        let Some(row) = row else { return Ok(None) };
-        let updated = room_from_row(&row);
+        let Some(updated) = updated else {
+            return Ok(None);
+        };
         let event = only(store_record(&mut tx, room, record, &Written::default()).await?)?;
         tx.commit().await?;
         self.cache.changed("rooms");
@@ -127,12 +125,8 @@ impl RoomStore for PostgresStore {
         record: Record,
     ) -> Result<Option<(Event, PruneCount)>> {
         let mut tx = self.begin_room(room).await?;
-        let done = sqlx::query("UPDATE rooms SET retention_days = $2 WHERE name = $1")
-            .bind(room)
-            .bind(days)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
+        let sql = "UPDATE rooms SET retention_days = $2 WHERE name = $1";
+        if exec(&mut *tx, sql, (room, days)).await? == 0 {
             return Ok(None);
         }
         let pruned = if days > 0 {
@@ -165,23 +159,18 @@ impl RoomStore for PostgresStore {
             "DELETE FROM presence WHERE room = $1",
             "DELETE FROM agent_status WHERE room = $1",
         ] {
-            sqlx::query(sql).bind(room).execute(&mut *tx).await?;
+            exec(&mut *tx, sql, (room,)).await?;
         }
-        let done = sqlx::query("DELETE FROM rooms WHERE name = $1")
-            .bind(room)
-            .execute(&mut *tx)
-            .await?;
+        let deleted = exec(&mut *tx, "DELETE FROM rooms WHERE name = $1", (room,)).await?;
         tx.commit().await?;
         self.cache.changed("rooms");
         self.heard_everywhere().await;
-        Ok(done.rows_affected() == 1)
+        Ok(deleted == 1)
     }
 
     async fn prune(&self, now: i64) -> Result<PruneCount> {
-        let rooms: Vec<(String, i64)> =
-            sqlx::query_as("SELECT name, retention_days FROM rooms WHERE retention_days > 0")
-                .fetch_all(&self.pool)
-                .await?;
+        let sql = "SELECT name, retention_days FROM rooms WHERE retention_days > 0";
+        let rooms: Vec<(String, i64)> = sqlx::query_as(sql).fetch_all(&self.pool).await?;
         let mut total = PruneCount::default();
         for (room, days) in rooms {
             let mut tx = self.begin_room(&room).await?;
@@ -191,12 +180,8 @@ impl RoomStore for PostgresStore {
             total.events += n.events;
             total.files += n.files;
         }
-        total.files +=
-            sqlx::query("DELETE FROM files WHERE expires_ts IS NOT NULL AND expires_ts <= $1")
-                .bind(now)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+        let expired = "DELETE FROM files WHERE expires_ts IS NOT NULL AND expires_ts <= $1";
+        total.files += exec(&self.pool, expired, (now,)).await?;
         Ok(total)
     }
 }

@@ -1,122 +1,138 @@
-//! Row mapping shared by the PostgreSQL areas: the column lists and the
-//! `*_from_row` functions that read them.
+//! How the PostgreSQL areas run a statement and read its rows: the
+//! arguments bound in order from a tuple ([`Args`]), each row read by a
+//! mapping function, the shared mapping (`db/rows.rs`) reading a [`PgRow`]
+//! by position with lists as `TEXT[]`. Errors stay `sqlx`'s, so each call
+//! maps them as it did (`text_error` where the statement writes text).
+
+use sqlx::postgres::PgArguments;
+use sqlx::{Encode, Executor, Postgres, SqlSafeStr, Type};
 
 use super::*;
 
-pub(super) fn room_from_row(r: &PgRow) -> Room {
-    Room {
-        name: r.get("name"),
-        description: r.get("description"),
-        repo_url: r.get("repo_url"),
-        onboarding_notes: r.get("onboarding_notes"),
-        retention_days: r.get("retention_days"),
+impl Cols for PgRow {
+    type Error = sqlx::Error;
+
+    fn col<T: ColValue>(&self, i: usize) -> sqlx::Result<T> {
+        self.try_get(i)
+    }
+
+    fn list(&self, i: usize) -> sqlx::Result<Vec<String>> {
+        self.try_get(i)
+    }
+
+    fn bad(&self, i: usize, why: String) -> sqlx::Error {
+        sqlx::Error::ColumnDecode {
+            index: i.to_string(),
+            source: why.into(),
+        }
     }
 }
 
-/// The grant columns of a token, connect code or OAuth grant row, by name.
-pub(super) fn grant_from_row(r: &PgRow) -> Grant {
-    Grant {
-        agent: r.get("agent"),
-        room: r.get("room"),
-        also_rooms: r.get("also_rooms"),
-        readonly: r.get("readonly"),
-        admin: r.get("admin"),
-        all_rooms: r.get("all_rooms"),
-        lead: r.get("lead"),
-        skills: r.get("skills"),
-        profile: Profile::stored(r.get::<Option<&str>, _>("profile")),
+type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
+
+/// A statement's arguments, bound in order (`$1`, `$2`, …).
+/// (`'t` is how long the values are borrowed: they are encoded as bound.)
+pub(super) trait Args<'t> {
+    fn bind_to(self, q: Query<'_>) -> Query<'_>;
+}
+
+impl Args<'_> for () {
+    fn bind_to(self, q: Query<'_>) -> Query<'_> {
+        q
     }
 }
 
-pub(super) fn token_from_row(r: &PgRow) -> TokenRecord {
-    TokenRecord {
-        id: r.get("id"),
-        grant: grant_from_row(r),
-        created_ts: r.get("created_ts"),
-        revoked_ts: r.get("revoked_ts"),
-        last_seen: r.try_get("last_seen").unwrap_or(None),
-        last_used: r.get("last_used_ts"),
-    }
+/// `Args` for a tuple of values PostgreSQL encodes: `(a, b, …)` binds `a`
+/// as `$1`, `b` as `$2`, and so on.
+macro_rules! tuple_args {
+    ($($v:ident),+) => {
+        impl<'t, $($v),+> Args<'t> for ($($v,)+)
+        where
+            $($v: Encode<'t, Postgres> + Type<Postgres>),+
+        {
+            #[allow(non_snake_case)]
+            fn bind_to(self, q: Query<'_>) -> Query<'_> {
+                let ($($v,)+) = self;
+                q$(.bind($v))+
+            }
+        }
+    };
 }
 
-pub(super) fn message_from_row(r: &PgRow) -> Message {
-    Message {
-        id: r.get("id"),
-        room: r.get("room"),
-        ts: r.get("ts"),
-        author: r.get("author"),
-        body: r.get("body"),
-        reply_to: r.get("reply_to"),
-    }
+tuple_args!(A);
+tuple_args!(A, B);
+tuple_args!(A, B, C);
+tuple_args!(A, B, C, D);
+tuple_args!(A, B, C, D, E);
+tuple_args!(A, B, C, D, E, F);
+tuple_args!(A, B, C, D, E, F, G);
+tuple_args!(A, B, C, D, E, F, G, H);
+tuple_args!(A, B, C, D, E, F, G, H, I);
+tuple_args!(A, B, C, D, E, F, G, H, I, J);
+tuple_args!(A, B, C, D, E, F, G, H, I, J, K);
+tuple_args!(A, B, C, D, E, F, G, H, I, J, K, L);
+
+/// Runs `sql` with `args` on `db`; the rows it changed.
+pub(super) async fn exec<'e>(
+    db: impl Executor<'e, Database = Postgres>,
+    sql: impl SqlSafeStr,
+    args: impl Args<'_>,
+) -> sqlx::Result<u64> {
+    let done = args.bind_to(sqlx::query(sql)).execute(db).await?;
+    Ok(done.rows_affected())
 }
 
-pub(super) const EVENT_COLUMNS: &str =
-    "id, room, ts, kind, actor, task_id, message_id, detail::text AS detail";
-
-pub(super) fn event_from_row(r: &PgRow) -> Event {
-    let detail: String = r.get("detail");
-    Event {
-        id: r.get("id"),
-        room: r.get("room"),
-        ts: r.get("ts"),
-        kind: r.get("kind"),
-        actor: r.get("actor"),
-        task_id: r.get("task_id"),
-        message_id: r.get("message_id"),
-        detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
-    }
+/// Runs `sql` with `args` on `db`; every row, each read by `map`.
+pub(super) async fn fetch_all<'e, T>(
+    db: impl Executor<'e, Database = Postgres>,
+    sql: impl SqlSafeStr,
+    args: impl Args<'_>,
+    map: impl Fn(&PgRow) -> sqlx::Result<T>,
+) -> sqlx::Result<Vec<T>> {
+    let rows = args.bind_to(sqlx::query(sql)).fetch_all(db).await?;
+    rows.iter().map(map).collect()
 }
 
-pub(super) fn file_from_row(r: &PgRow) -> FileMeta {
-    FileMeta {
-        file_id: r.get("id"),
-        name: r.get("name"),
-        sha256: r.get("sha256"),
-        size: r.get("size"),
-        mime: r.get("mime"),
-        author: r.get("author"),
-        ts: r.get("ts"),
-        expires_at: r.get("expires_ts"),
-        task_id: r.get("task_id"),
-    }
+/// Runs `sql` with `args` on `db`; its first row read by `map`, if any.
+pub(super) async fn fetch_opt<'e, T>(
+    db: impl Executor<'e, Database = Postgres>,
+    sql: impl SqlSafeStr,
+    args: impl Args<'_>,
+    map: impl Fn(&PgRow) -> sqlx::Result<T>,
+) -> sqlx::Result<Option<T>> {
+    let row = args.bind_to(sqlx::query(sql)).fetch_optional(db).await?;
+    row.as_ref().map(map).transpose()
 }
 
-pub(super) fn task_from_row(r: &PgRow) -> Result<Task> {
-    let status: String = r.get("status");
-    Ok(Task {
-        id: r.get("id"),
-        room: r.get("room"),
-        title: r.get("title"),
-        body: r.get("body"),
-        status: Status::parse(&status)
-            .map_err(|_| Error::internal(anyhow::anyhow!("task has unknown status {status:?}")))?,
-        assignee: r.get("assignee"),
-        depends_on: Vec::new(),
-        blocked_by_unfinished: Vec::new(),
-        version: r.get("version"),
-        created_by: r.get("created_by"),
-        created_ts: r.get("created_ts"),
-        updated_ts: r.get("updated_ts"),
-        priority: r.get("priority"),
-        required_skill: r.get("required_skill"),
-        needs_review: r.get("needs_review"),
-        result: r.get("result"),
-        lease_expires_ts: r.get("lease_expires_ts"),
-        lease_seconds: r.get("lease_seconds"),
-    })
+/// Runs `sql` with `args` on `db`; its one row read by `map`.
+pub(super) async fn fetch_one<'e, T>(
+    db: impl Executor<'e, Database = Postgres>,
+    sql: impl SqlSafeStr,
+    args: impl Args<'_>,
+    map: impl Fn(&PgRow) -> sqlx::Result<T>,
+) -> sqlx::Result<T> {
+    let row = args.bind_to(sqlx::query(sql)).fetch_one(db).await?;
+    map(&row)
 }
 
-pub(super) const TASK_COLUMNS: &str = "id, room, title, body, status, assignee, version, created_by, created_ts, updated_ts, priority, required_skill, needs_review, result, lease_seconds, lease_expires_ts";
+/// A row's first column: for a statement that returns one value.
+pub(super) fn first<T: ColValue>(r: &PgRow) -> sqlx::Result<T> {
+    r.try_get(0)
+}
 
 /// A page read with the room's latest id (`l.latest LEFT JOIN LATERAL` the
-/// page): every row carries `latest`, and an empty page is one row whose
-/// `id` is NULL.
-pub(super) fn page_with_latest<T>(rows: &[PgRow], item: fn(&PgRow) -> T) -> (Vec<T>, i64) {
-    let latest = rows.first().map_or(0, |r| r.get("latest"));
-    let page = rows
-        .iter()
-        .filter(|r| r.get::<Option<i64>, _>("id").is_some())
-        .map(item)
-        .collect();
-    (page, latest)
+/// page): every row carries `latest` first and the page's columns after
+/// it, and an empty page is one row whose `id` is NULL.
+pub(super) fn page_with_latest<T>(
+    rows: &[PgRow],
+    item: impl Fn(&At<'_, PgRow>) -> sqlx::Result<T>,
+) -> sqlx::Result<(Vec<T>, i64)> {
+    let latest = rows.first().map_or(Ok(0), |r| r.try_get(0))?;
+    let mut page = Vec::with_capacity(rows.len());
+    for r in rows {
+        if r.try_get::<Option<i64>, _>(1)?.is_some() {
+            page.push(item(&At(r, 1))?);
+        }
+    }
+    Ok((page, latest))
 }

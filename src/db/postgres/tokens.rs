@@ -15,22 +15,27 @@ macro_rules! credentials {
 #[async_trait]
 impl TokenStore for PostgresStore {
     async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
-        Ok(sqlx::query_scalar(
+        let g = &t.grant;
+        let args = (
+            &t.hash,
+            &g.agent,
+            &g.room,
+            &g.also_rooms,
+            g.readonly,
+            g.admin,
+            g.all_rooms,
+            g.lead,
+            &g.skills,
+            now,
+            g.profile.as_str(),
+        );
+        Ok(fetch_one(
+            &self.pool,
             "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+            args,
+            first,
         )
-        .bind(&t.hash)
-        .bind(&t.grant.agent)
-        .bind(&t.grant.room)
-        .bind(&t.grant.also_rooms)
-        .bind(t.grant.readonly)
-        .bind(t.grant.admin)
-        .bind(t.grant.all_rooms)
-        .bind(t.grant.lead)
-        .bind(&t.grant.skills)
-        .bind(now)
-        .bind(t.grant.profile.as_str())
-        .fetch_one(&self.pool)
         .await
         .map_err(text_error)?)
     }
@@ -40,11 +45,12 @@ impl TokenStore for PostgresStore {
             Lookup::Hit(token) => return Ok(Some(token)),
             Lookup::Miss(at) => at,
         };
-        let row = sqlx::query("SELECT * FROM tokens WHERE hash = $1")
-            .bind(hash)
-            .fetch_optional(&self.pool)
-            .await?;
-        let token = row.as_ref().map(token_from_row);
+        let sql = concat!(
+            "SELECT ",
+            token_columns!(),
+            ", NULL::bigint FROM tokens WHERE hash = $1"
+        );
+        let token = fetch_opt(&self.pool, sql, (hash,), token_from_row).await?;
         if let Some(token) = &token {
             self.cache.keep_token(hash, token, at);
         }
@@ -52,98 +58,57 @@ impl TokenStore for PostgresStore {
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
-        let rows = sqlx::query(
-            "SELECT t.*, (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = t.agent) AS last_seen \
-             FROM tokens t ORDER BY t.id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(token_from_row).collect())
+        let sql = concat!(
+            "SELECT ",
+            token_columns!(),
+            ", (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = tokens.agent) \
+             FROM tokens ORDER BY id"
+        );
+        Ok(fetch_all(&self.pool, sql, (), token_from_row).await?)
     }
 
     async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
-        let done = sqlx::query(
-            "UPDATE tokens SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL",
-        )
-        .bind(agent)
-        .bind(now)
-        .execute(&self.pool)
-        .await;
-        // Every replica forgets on the announcement; this one before it answers.
-        self.cache.changed("tokens");
-        let n = done?.rows_affected();
-        if n > 0 {
-            self.heard_everywhere().await;
-        }
-        Ok(n)
+        let sql = "UPDATE tokens SET revoked_ts = $2 WHERE agent = $1 AND revoked_ts IS NULL";
+        let done = exec(&self.pool, sql, (agent, now)).await;
+        self.forget_everywhere("tokens", done).await
     }
 
     async fn revoke_token(&self, id: i64, now: i64) -> Result<bool> {
-        let done =
-            sqlx::query("UPDATE tokens SET revoked_ts = $2 WHERE id = $1 AND revoked_ts IS NULL")
-                .bind(id)
-                .bind(now)
-                .execute(&self.pool)
-                .await;
-        self.cache.changed("tokens");
-        let revoked = done?.rows_affected() == 1;
-        if revoked {
-            self.heard_everywhere().await;
-        }
-        Ok(revoked)
+        let sql = "UPDATE tokens SET revoked_ts = $2 WHERE id = $1 AND revoked_ts IS NULL";
+        let done = exec(&self.pool, sql, (id, now)).await;
+        Ok(self.forget_everywhere("tokens", done).await? == 1)
     }
 
     async fn purge_tokens(&self, revoked_before: i64) -> Result<u64> {
-        let done =
-            sqlx::query("DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1")
-                .bind(revoked_before)
-                .execute(&self.pool)
-                .await;
-        self.cache.changed("tokens");
-        let n = done?.rows_affected();
-        if n > 0 {
-            self.heard_everywhere().await;
-        }
-        Ok(n)
+        let sql = "DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= $1";
+        let done = exec(&self.pool, sql, (revoked_before,)).await;
+        self.forget_everywhere("tokens", done).await
     }
 
     async fn members(&self, room: &str) -> Result<Vec<Member>> {
         // One line per agent; the skills are those of the agent's newest
         // token that reaches the room.
-        let rows = sqlx::query(concat!(
-            "WITH m AS (SELECT t.* FROM ", credentials!(), " t WHERE t.revoked_ts IS NULL AND (t.room = $1 \
+        let sql = concat!(
+            "WITH m AS (SELECT t.* FROM ",
+            credentials!(),
+            " t WHERE t.revoked_ts IS NULL AND (t.room = $1 \
                 OR $1 = ANY(t.also_rooms) \
                 OR (t.all_rooms AND EXISTS (SELECT 1 FROM presence p WHERE p.room = $1 AND p.agent = t.agent)))) \
              SELECT m.agent, bool_or(m.lead) AS lead, bool_and(m.readonly) AS readonly, bool_or(m.admin) AS admin, \
              (SELECT m2.skills FROM m m2 WHERE m2.agent = m.agent ORDER BY m2.created_ts DESC LIMIT 1) AS skills, \
              (SELECT p.last_seen_ts FROM presence p WHERE p.room = $1 AND p.agent = m.agent) AS last_seen \
              FROM m GROUP BY m.agent ORDER BY m.agent COLLATE \"C\"",
-        ))
-        .bind(room)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Member {
-                agent: r.get("agent"),
-                lead: r.get("lead"),
-                readonly: r.get("readonly"),
-                admin: r.get("admin"),
-                skills: r.get("skills"),
-                last_seen: r.get("last_seen"),
-            })
-            .collect())
+        );
+        Ok(fetch_all(&self.pool, sql, (room,), member_from_row).await?)
     }
 
     async fn room_agents(&self, room: &str) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(concat!(
+        let sql = concat!(
             "SELECT DISTINCT lower(t.agent) FROM ",
             credentials!(),
             " t WHERE t.revoked_ts IS NULL AND (t.room = $1 OR t.all_rooms OR $1 = ANY(t.also_rooms))",
-        ))
-        .bind(room)
-        .fetch_all(&self.pool)
-        .await?)
+        );
+        Ok(fetch_all(&self.pool, sql, (room,), first).await?)
     }
 
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()> {
@@ -160,17 +125,11 @@ impl TokenStore for PostgresStore {
         let rooms: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
         let agents: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
         let ts: Vec<i64> = rows.iter().map(|r| r.2).collect();
-        sqlx::query(
-            "INSERT INTO presence (room, agent, last_seen_ts) \
+        let sql = "INSERT INTO presence (room, agent, last_seen_ts) \
              SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[]) \
              ON CONFLICT (room, agent) DO UPDATE \
-             SET last_seen_ts = GREATEST(presence.last_seen_ts, excluded.last_seen_ts)",
-        )
-        .bind(rooms)
-        .bind(agents)
-        .bind(ts)
-        .execute(&self.pool)
-        .await?;
+             SET last_seen_ts = GREATEST(presence.last_seen_ts, excluded.last_seen_ts)";
+        exec(&self.pool, sql, (rooms, agents, ts)).await?;
         Ok(())
     }
 
@@ -185,28 +144,16 @@ impl TokenStore for PostgresStore {
         rows.sort_by_key(|&(id, ts)| (id, std::cmp::Reverse(ts)));
         rows.dedup_by_key(|r| r.0);
         let (ids, ts): (Vec<i64>, Vec<i64>) = rows.into_iter().unzip();
-        sqlx::query(
-            "UPDATE tokens t SET last_used_ts = GREATEST(t.last_used_ts, u.ts) \
-             FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, ts) WHERE t.id = u.id",
-        )
-        .bind(ids)
-        .bind(ts)
-        .execute(&self.pool)
-        .await?;
+        let sql = "UPDATE tokens t SET last_used_ts = GREATEST(t.last_used_ts, u.ts) \
+             FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, ts) WHERE t.id = u.id";
+        exec(&self.pool, sql, (ids, ts)).await?;
         Ok(())
     }
 
     async fn save_agent_state(&self, room: &str, agent: &str, state: &str, ts: i64) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO agent_status (room, agent, state, state_ts) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (room, agent) DO UPDATE SET state = excluded.state, state_ts = excluded.state_ts",
-        )
-        .bind(room)
-        .bind(agent)
-        .bind(state)
-        .bind(ts)
-        .execute(&self.pool)
-        .await?;
+        let sql = "INSERT INTO agent_status (room, agent, state, state_ts) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (room, agent) DO UPDATE SET state = excluded.state, state_ts = excluded.state_ts";
+        exec(&self.pool, sql, (room, agent, state, ts)).await?;
         Ok(())
     }
 
@@ -217,16 +164,9 @@ impl TokenStore for PostgresStore {
         attention: &str,
         ts: i64,
     ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO agent_status (room, agent, attention, attention_ts) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (room, agent) DO UPDATE SET attention = excluded.attention, attention_ts = excluded.attention_ts",
-        )
-        .bind(room)
-        .bind(agent)
-        .bind(attention)
-        .bind(ts)
-        .execute(&self.pool)
-        .await?;
+        let sql = "INSERT INTO agent_status (room, agent, attention, attention_ts) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (room, agent) DO UPDATE SET attention = excluded.attention, attention_ts = excluded.attention_ts";
+        exec(&self.pool, sql, (room, agent, attention, ts)).await?;
         Ok(())
     }
 
@@ -249,49 +189,18 @@ impl TokenStore for PostgresStore {
         let agents: Vec<&str> = merged.keys().map(|k| k.1).collect();
         let hooks: Vec<Option<i64>> = merged.values().map(|v| v.0).collect();
         let pushes: Vec<Option<i64>> = merged.values().map(|v| v.1).collect();
-        sqlx::query(
-            "INSERT INTO agent_status (room, agent, hook_seen_ts, push_seen_ts) \
+        let sql = "INSERT INTO agent_status (room, agent, hook_seen_ts, push_seen_ts) \
              SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::bigint[]) \
              ON CONFLICT (room, agent) DO UPDATE SET \
              hook_seen_ts = GREATEST(agent_status.hook_seen_ts, excluded.hook_seen_ts), \
-             push_seen_ts = COALESCE(excluded.push_seen_ts, agent_status.push_seen_ts)",
-        )
-        .bind(rooms)
-        .bind(agents)
-        .bind(hooks)
-        .bind(pushes)
-        .execute(&self.pool)
-        .await?;
+             push_seen_ts = COALESCE(excluded.push_seen_ts, agent_status.push_seen_ts)";
+        exec(&self.pool, sql, (rooms, agents, hooks, pushes)).await?;
         Ok(())
     }
 
     async fn agent_statuses(&self, room: &str) -> Result<Vec<AgentStatus>> {
-        let rows: Vec<(
-            String,
-            Option<String>,
-            Option<i64>,
-            Option<String>,
-            Option<i64>,
-            Option<i64>,
-        )> = sqlx::query_as(
-            "SELECT agent, state, state_ts, attention, hook_seen_ts, push_seen_ts \
-                 FROM agent_status WHERE room = $1 ORDER BY agent",
-        )
-        .bind(room)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(agent, state, state_ts, attention, hook_seen_ts, push_seen_ts)| AgentStatus {
-                    agent,
-                    state,
-                    state_ts,
-                    attention,
-                    hook_seen_ts,
-                    push_seen_ts,
-                },
-            )
-            .collect())
+        let sql = "SELECT agent, state, state_ts, attention, hook_seen_ts, push_seen_ts \
+             FROM agent_status WHERE room = $1 ORDER BY agent";
+        Ok(fetch_all(&self.pool, sql, (room,), agent_status_from_row).await?)
     }
 }

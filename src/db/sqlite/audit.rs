@@ -42,19 +42,13 @@ impl AuditStore for SqliteStore {
         self.read(|c| {
             rows(
                 c,
-                "SELECT * FROM admin_log ORDER BY id DESC LIMIT ?1",
+                concat!(
+                    "SELECT ",
+                    admin_log_columns!(),
+                    " FROM admin_log ORDER BY id DESC LIMIT ?1"
+                ),
                 [limit],
-                |r| {
-                    Ok(AdminLogEntry {
-                        id: r.get("id")?,
-                        ts: r.get("ts")?,
-                        actor: r.get("actor")?,
-                        address: r.get("address")?,
-                        action: r.get("action")?,
-                        target: r.get("target")?,
-                        flagged: r.get("flagged")?,
-                    })
-                },
+                |r| admin_log_from_row(r),
             )
         })
     }

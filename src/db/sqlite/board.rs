@@ -2,10 +2,6 @@
 
 use super::*;
 
-fn const_format_task(template: &str) -> String {
-    template.replacen("{}", TASK_COLUMNS, 1)
-}
-
 /// Fills `depends_on` and `blocked_by_unfinished` of `tasks` in one query.
 fn fill_deps(c: &Connection, tasks: &mut [Task]) -> Result<()> {
     if tasks.is_empty() {
@@ -27,23 +23,20 @@ fn fill_deps(c: &Connection, tasks: &mut [Task]) -> Result<()> {
             ))
         },
     )?;
-    for (task_id, dep, status) in deps {
-        if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
-            task.depends_on.push(dep);
-            if status.as_deref() != Some(Status::Done.as_str()) {
-                task.blocked_by_unfinished.push(dep);
-            }
-        }
-    }
+    attach_deps(tasks, deps);
     Ok(())
 }
 
 fn load_task(c: &Connection, room: &str, id: i64) -> Result<Option<Task>> {
-    let sql = const_format_task("SELECT {} FROM tasks WHERE id = ?1 AND room = ?2");
-    let Some(found) = row(c, &sql, params![id, room], task_from_row)? else {
+    let sql = concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM tasks WHERE id = ?1 AND room = ?2"
+    );
+    let Some(found) = row(c, sql, params![id, room], |r| task_from_row(r))? else {
         return Ok(None);
     };
-    let mut tasks = [checked_status(found)?];
+    let mut tasks = [found];
     fill_deps(c, &mut tasks)?;
     let [task] = tasks;
     Ok(Some(task))
@@ -149,17 +142,19 @@ impl BoardStore for SqliteStore {
         let statuses =
             serde_json::to_string(&q.statuses.iter().map(|s| s.as_str()).collect::<Vec<_>>())
                 .unwrap_or_default();
-        let sql = const_format_task(
-            "SELECT {} FROM tasks WHERE room = ?1 \
+        let sql = concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE room = ?1 \
              AND (?2 = '[]' OR status IN (SELECT value FROM json_each(?2))) \
              AND (?3 IS NULL OR assignee = ?3) AND id < ?4 \
-             ORDER BY id DESC LIMIT ?5",
+             ORDER BY id DESC LIMIT ?5"
         );
         self.read(|c| {
             let tx = c.unchecked_transaction()?;
             let mut tasks = rows(
                 &tx,
-                &sql,
+                sql,
                 params![
                     room,
                     statuses,
@@ -167,11 +162,8 @@ impl BoardStore for SqliteStore {
                     q.before_id.unwrap_or(i64::MAX),
                     q.limit
                 ],
-                task_from_row,
-            )?
-            .into_iter()
-            .map(checked_status)
-            .collect::<Result<Vec<_>>>()?;
+                |r| task_from_row(r),
+            )?;
             fill_deps(&tx, &mut tasks)?;
             tx.finish()?;
             Ok(tasks)
@@ -259,17 +251,13 @@ impl BoardStore for SqliteStore {
         self.read(|c| {
             rows(
                 c,
-                "SELECT * FROM notes WHERE task_id = ?1 ORDER BY id",
+                concat!(
+                    "SELECT ",
+                    note_columns!(),
+                    " FROM notes WHERE task_id = ?1 ORDER BY id"
+                ),
                 [task_id],
-                |r| {
-                    Ok(Note {
-                        id: r.get("id")?,
-                        task_id: r.get("task_id")?,
-                        author: r.get("author")?,
-                        ts: r.get("ts")?,
-                        body: r.get("body")?,
-                    })
-                },
+                |r| note_from_row(r),
             )
         })
     }
@@ -286,17 +274,7 @@ impl BoardStore for SqliteStore {
                 c,
                 MY_MENTIONS,
                 params![room, agent, super::mentions_after(since_id), limit],
-                |r| {
-                    Ok(Mention {
-                        seq: r.get("seq")?,
-                        message_id: r.get("message_id")?,
-                        note_id: r.get("note_id")?,
-                        task_id: r.get("task_id")?,
-                        author: r.get("author")?,
-                        ts: r.get("ts")?,
-                        body: r.get("body")?,
-                    })
-                },
+                |r| mention_from_row(r),
             )
         })
     }

@@ -47,7 +47,7 @@ impl ChatStore for SqliteStore {
                     " FROM messages WHERE room = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
                 ),
                 params![room, since_id, limit],
-                message_from_row,
+                |r| message_from_row(r),
             )
         })
     }

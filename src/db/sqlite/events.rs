@@ -48,7 +48,7 @@ fn event_page(
             c,
             EVENTS_AFTER,
             params![room, since, skip_own, agent, upto],
-            event_from_row,
+            |r| event_from_row(r),
         )?,
         None => Vec::new(),
     };
@@ -69,7 +69,7 @@ impl EventStore for SqliteStore {
                  ORDER BY id LIMIT ?5"
                 ),
                 params![room, f.since_id, f.kind, f.task_id, f.limit],
-                event_from_row,
+                |r| event_from_row(r),
             )
         })
     }

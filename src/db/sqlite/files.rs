@@ -50,9 +50,14 @@ impl FileStore for SqliteStore {
         self.read(|c| {
             row(
                 c,
-                "SELECT * FROM files WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)",
+                concat!(
+                    "SELECT ",
+                    file_columns!(),
+                    ", content FROM files \
+                     WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)"
+                ),
                 params![id, room, now],
-                |r| Ok((file_from_row(r)?, r.get("content")?)),
+                |r| Ok((file_from_row(r)?, r.get(9)?)),
             )
         })
     }
@@ -61,10 +66,13 @@ impl FileStore for SqliteStore {
         self.read(|c| {
             row(
                 c,
-                "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
-                 WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)",
+                concat!(
+                    "SELECT ",
+                    file_columns!(),
+                    " FROM files WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)"
+                ),
                 params![id, room, now],
-                file_from_row,
+                |r| file_from_row(r),
             )
         })
     }
@@ -84,10 +92,14 @@ impl FileStore for SqliteStore {
         self.read(|c| {
             rows(
                 c,
-                "SELECT id, name, sha256, size, mime, author, ts, expires_ts, task_id FROM files \
-                 WHERE room = ?1 AND (expires_ts IS NULL OR expires_ts > ?2) ORDER BY id DESC LIMIT ?3",
+                concat!(
+                    "SELECT ",
+                    file_columns!(),
+                    " FROM files \
+                     WHERE room = ?1 AND (expires_ts IS NULL OR expires_ts > ?2) ORDER BY id DESC LIMIT ?3"
+                ),
                 params![room, now, limit],
-                file_from_row,
+                |r| file_from_row(r),
             )
         })
     }

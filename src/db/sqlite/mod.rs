@@ -19,10 +19,8 @@
 //! This file holds the store, its connections and the writes every area
 //! shares; each area of the port has its own file (`rooms.rs`, `tokens.rs`,
 //! `chat.rs`, `events.rs`, `board.rs`, `files.rs`, `audit.rs`, `copy.rs`,
-//! `oauth.rs`, `webhooks.rs`), and `rows.rs` maps the rows they share.
-
-#[macro_use]
-mod rows;
+//! `oauth.rs`, `webhooks.rs`); `rows.rs` reads a row for the mapping both
+//! backends share (`db/rows.rs`).
 
 mod audit;
 mod board;
@@ -33,6 +31,7 @@ mod events;
 mod files;
 mod oauth;
 mod rooms;
+mod rows;
 mod tokens;
 mod webhooks;
 mod writer;
@@ -49,7 +48,6 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::error::Error;
-use rows::*;
 use writer::Writer;
 
 /// Idle reader connections kept open; more are opened when several threads

@@ -1,13 +1,16 @@
 //! The OAuth tables on SQLite (see `domain::oauth` for what they mean).
 
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::params;
 
-use super::{SqliteStore, exec, json_list, parse_list, row, rows};
-use crate::domain::oauth::{AUTH_CODE_TTL_MS, AuthCode, UNUSED_CLIENT_TTL_MS};
+use super::{SqliteStore, exec, json_list, row, rows};
+use crate::db::rows::{
+    auth_code_from_row, grant_record_from_row, oauth_client_from_row, oauth_token_from_row,
+};
+use crate::domain::oauth::{AUTH_CODE_TTL_MS, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
-    OAuthTokenRecord, RefreshChain, Rotation,
+    OAuthTokenRecord, Rotation,
 };
 use crate::domain::store::OAuthStore;
 use crate::error::{Error, Result};
@@ -15,31 +18,6 @@ use crate::error::{Error, Result};
 /// Rows one prune batch deletes: each batch is its own short write, so the
 /// single writer is never held long, however much has expired.
 const PRUNE_BATCH: i64 = 500;
-
-macro_rules! grant_columns {
-    () => {
-        "g.id, g.client_id, g.client_name, g.agent, g.room, g.also_rooms, g.readonly, g.admin, \
-         g.all_rooms, g.lead, g.skills, g.created_ts, g.revoked_ts, g.refresh_hash, \
-         g.refresh_prev_hash, g.refresh_rotated_ts, g.refresh_expires_ts, g.profile"
-    };
-}
-
-fn grant_from_row(r: &Row, at: usize) -> rusqlite::Result<GrantRecord> {
-    Ok(GrantRecord {
-        id: r.get(at)?,
-        client_id: r.get(at + 1)?,
-        client_name: r.get(at + 2)?,
-        grant: super::rows::grant_at(r, at + 3, at + 17)?,
-        created_ts: r.get(at + 11)?,
-        revoked_ts: r.get(at + 12)?,
-        refresh: RefreshChain {
-            hash: r.get(at + 13)?,
-            prev_hash: r.get(at + 14)?,
-            rotated_ts: r.get(at + 15)?,
-            expires_ts: r.get(at + 16)?,
-        },
-    })
-}
 
 #[async_trait]
 impl OAuthStore for SqliteStore {
@@ -92,20 +70,13 @@ impl OAuthStore for SqliteStore {
         self.read(|c| {
             row(
                 c,
-                "SELECT client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts, used_ts \
-                 FROM oauth_clients WHERE client_id = ?1",
+                concat!(
+                    "SELECT ",
+                    oauth_client_columns!(),
+                    " FROM oauth_clients WHERE client_id = ?1"
+                ),
                 [client_id],
-                |r| {
-                    Ok(OAuthClient {
-                        client_id: r.get(0)?,
-                        secret_hash: r.get(1)?,
-                        client_name: r.get(2)?,
-                        redirect_uris: parse_list(&r.get::<_, String>(3)?),
-                        auth_method: r.get(4)?,
-                        created_ts: r.get(5)?,
-                        used_ts: r.get(6)?,
-                    })
-                },
+                |r| oauth_client_from_row(r),
             )
         })
     }
@@ -196,20 +167,12 @@ impl OAuthStore for SqliteStore {
         self.write(|c| {
             let fresh = row(
                 c,
-                "UPDATE oauth_auth_codes SET used_ts = ?2 WHERE hash = ?1 AND used_ts IS NULL \
-                 RETURNING grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts, redirect_uri_given",
+                concat!(
+                    "UPDATE oauth_auth_codes SET used_ts = ?2 WHERE hash = ?1 AND used_ts IS NULL RETURNING ",
+                    auth_code_columns!()
+                ),
                 params![hash, now],
-                |r| {
-                    Ok(AuthCode {
-                        grant_id: r.get(0)?,
-                        client_id: r.get(1)?,
-                        redirect_uri: r.get(2)?,
-                        code_challenge: r.get(3)?,
-                        resource: r.get(4)?,
-                        expires_ts: r.get(5)?,
-                        redirect_uri_given: r.get(6)?,
-                    })
-                },
+                |r| auth_code_from_row(r),
             )?;
             if let Some(code) = fresh {
                 return Ok(CodeTake::Fresh(code));
@@ -253,17 +216,7 @@ impl OAuthStore for SqliteStore {
                     " FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = ?1"
                 ),
                 [hash],
-                |r| {
-                    Ok((
-                        OAuthTokenRecord {
-                            grant_id: r.get(0)?,
-                            kind: r.get(1)?,
-                            expires_ts: r.get(2)?,
-                            spent_ts: r.get(3)?,
-                        },
-                        grant_from_row(r, 4)?,
-                    ))
-                },
+                |r| oauth_token_from_row(r),
             )
         })
     }
@@ -281,7 +234,7 @@ impl OAuthStore for SqliteStore {
                     " FROM oauth_grants g WHERE g.refresh_prev_hash = ?1 LIMIT 1"
                 ),
                 [hash],
-                |r| grant_from_row(r, 0),
+                |r| grant_record_from_row(r),
             )
         })
     }
@@ -296,7 +249,7 @@ impl OAuthStore for SqliteStore {
                     " FROM oauth_grants g WHERE g.id = ?1"
                 ),
                 [id],
-                |r| grant_from_row(r, 0),
+                |r| grant_record_from_row(r),
             )
         })
     }
@@ -359,7 +312,7 @@ impl OAuthStore for SqliteStore {
                     " FROM oauth_grants g ORDER BY g.id"
                 ),
                 [],
-                |r| grant_from_row(r, 0),
+                |r| grant_record_from_row(r),
             )
         })
     }

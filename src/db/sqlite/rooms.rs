@@ -59,7 +59,7 @@ impl RoomStore for SqliteStore {
                 c,
                 concat!("SELECT ", room_columns!(), " FROM rooms WHERE name = ?1"),
                 [name],
-                room_from_row,
+                |r| room_from_row(r),
             )
         })
     }
@@ -81,14 +81,7 @@ impl RoomStore for SqliteStore {
                     Status::OPEN[2].as_str(),
                     Status::OPEN[3].as_str()
                 ],
-                |r| {
-                    Ok(RoomSummary {
-                        room: room_from_row(r)?,
-                        open_tasks: r.get(5)?,
-                        messages: r.get(6)?,
-                        files: r.get(7)?,
-                    })
-                },
+                |r| room_summary_from_row(r),
             )
         })
         .await
@@ -107,7 +100,7 @@ impl RoomStore for SqliteStore {
                  repo_url = COALESCE(?3, repo_url), onboarding_notes = COALESCE(?4, onboarding_notes) \
                  WHERE name = ?1 RETURNING ", room_columns!()),
                 params![room, info.description, info.repo_url, info.onboarding_notes],
-                room_from_row,
+                |r| room_from_row(r),
             )?
             else {
                 return Ok(None);

@@ -50,7 +50,7 @@ impl TokenStore for SqliteStore {
                     ", NULL FROM tokens WHERE hash = ?1"
                 ),
                 [hash],
-                token_from_row,
+                |r| token_from_row(r),
             )
         })
     }
@@ -67,7 +67,7 @@ impl TokenStore for SqliteStore {
                  FROM tokens ORDER BY id"
                 ),
                 [],
-                token_from_row,
+                |r| token_from_row(r),
             )
         })
     }
@@ -119,16 +119,7 @@ impl TokenStore for SqliteStore {
                     OR (t.all_rooms = 1 AND EXISTS (SELECT 1 FROM presence p WHERE p.room = ?1 AND p.agent = t.agent))) \
                  GROUP BY t.agent ORDER BY t.agent"),
                 [room],
-                |r| {
-                    Ok(Member {
-                        agent: r.get("agent")?,
-                        lead: r.get("lead")?,
-                        readonly: r.get("readonly")?,
-                        admin: r.get("admin")?,
-                        skills: parse_list(&r.get::<_, String>("skills")?),
-                        last_seen: r.get("last_seen")?,
-                    })
-                },
+                |r| member_from_row(r),
             )
         })
     }
@@ -234,16 +225,7 @@ impl TokenStore for SqliteStore {
                 "SELECT agent, state, state_ts, attention, NULLIF(hook_seen_ts, 0), push_seen_ts \
                  FROM agent_status WHERE room = ?1 ORDER BY agent",
                 [room],
-                |r| {
-                    Ok(AgentStatus {
-                        agent: r.get(0)?,
-                        state: r.get(1)?,
-                        state_ts: r.get(2)?,
-                        attention: r.get(3)?,
-                        hook_seen_ts: r.get(4)?,
-                        push_seen_ts: r.get(5)?,
-                    })
-                },
+                |r| agent_status_from_row(r),
             )
         })
     }

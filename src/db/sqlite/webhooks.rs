@@ -2,61 +2,15 @@
 //! `domain::store::webhooks` for what they mean).
 
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::params;
 
-use super::{SqliteStore, exec, json_list, parse_list, row, rows, store_record};
+use super::{SqliteStore, exec, json_list, row, rows, store_record};
+use crate::db::rows::{inbound_from_row, stuck_task_from_row, webhook_from_row};
 use crate::domain::model::{Event, Record, Written};
 use crate::domain::store::webhooks::{
     Inbound, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
 };
 use crate::error::{Error, Result};
-
-macro_rules! webhook_columns {
-    () => {
-        "id, room, url, format, events, secret, created_ts, cursor, attempts, next_ts, \
-         first_fail_ts, failures, paused, delivered, last_ts, last_status"
-    };
-}
-
-macro_rules! inbound_columns {
-    () => {
-        "id, key, room, agent, secret, secret_hash, created_ts, last_used_ts"
-    };
-}
-
-fn webhook_from_row(r: &Row) -> rusqlite::Result<Webhook> {
-    Ok(Webhook {
-        id: r.get(0)?,
-        room: r.get(1)?,
-        url: r.get(2)?,
-        format: r.get(3)?,
-        events: parse_list(&r.get::<_, String>(4)?),
-        secret: r.get(5)?,
-        created_ts: r.get(6)?,
-        cursor: r.get(7)?,
-        attempts: r.get(8)?,
-        next_ts: r.get(9)?,
-        first_fail_ts: r.get(10)?,
-        failures: r.get(11)?,
-        paused: r.get(12)?,
-        delivered: r.get(13)?,
-        last_ts: r.get(14)?,
-        last_status: r.get(15)?,
-    })
-}
-
-fn inbound_from_row(r: &Row) -> rusqlite::Result<Inbound> {
-    Ok(Inbound {
-        id: r.get(0)?,
-        key: r.get(1)?,
-        room: r.get(2)?,
-        agent: r.get(3)?,
-        secret: r.get(4)?,
-        secret_hash: r.get(5)?,
-        created_ts: r.get(6)?,
-        last_used_ts: r.get(7)?,
-    })
-}
 
 #[async_trait]
 impl WebhookStore for SqliteStore {
@@ -71,7 +25,7 @@ impl WebhookStore for SqliteStore {
                     webhook_columns!()
                 ),
                 params![h.room, h.url, h.format, json_list(&h.events), h.secret, now],
-                webhook_from_row,
+                |r| webhook_from_row(r),
             )?
             .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))
         })
@@ -84,7 +38,7 @@ impl WebhookStore for SqliteStore {
                 c,
                 concat!("SELECT ", webhook_columns!(), " FROM webhooks ORDER BY id"),
                 [],
-                webhook_from_row,
+                |r| webhook_from_row(r),
             )
         })
     }
@@ -125,7 +79,7 @@ impl WebhookStore for SqliteStore {
                     webhook_columns!()
                 ),
                 params![owner, now, until, limit],
-                webhook_from_row,
+                |r| webhook_from_row(r),
             )
         })
         .await
@@ -189,7 +143,7 @@ impl WebhookStore for SqliteStore {
                     " FROM inbound_hooks WHERE key = ?1"
                 ),
                 [key],
-                inbound_from_row,
+                |r| inbound_from_row(r),
             )
         })
     }
@@ -204,7 +158,7 @@ impl WebhookStore for SqliteStore {
                     " FROM inbound_hooks ORDER BY id"
                 ),
                 [],
-                inbound_from_row,
+                |r| inbound_from_row(r),
             )
         })
     }
@@ -240,15 +194,7 @@ impl WebhookStore for SqliteStore {
                     AND NOT EXISTS (SELECT 1 FROM task_stuck s WHERE s.task_id = x.id AND s.activity_ts = x.act) \
                  ORDER BY id LIMIT ?2",
                 params![before, limit],
-                |r| {
-                    Ok(StuckTask {
-                        room: r.get(0)?,
-                        task_id: r.get(1)?,
-                        title: r.get(2)?,
-                        holder: r.get(3)?,
-                        activity_ts: r.get(4)?,
-                    })
-                },
+                |r| stuck_task_from_row(r),
             )
         })
     }

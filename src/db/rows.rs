@@ -1,0 +1,434 @@
+//! Row mapping shared by both backends: the column lists of the rows they
+//! both read, and one function per model that reads such a row by position
+//! from either backend's row type ([`Cols`]). A column added to a model is
+//! read in one place, and the two backends cannot map it differently.
+//!
+//! Each backend writes its own SQL around these lists (placeholders and
+//! casts differ); only the order of the columns is shared.
+
+use crate::domain::model::*;
+use crate::domain::profile::Profile;
+use crate::domain::store::webhooks::{Inbound, StuckTask, Webhook};
+
+/// A value both backends read from a column (integers, text, flags and
+/// bytes, each also as `Option`).
+pub(crate) trait ColValue:
+    rusqlite::types::FromSql + for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>
+{
+}
+
+impl<T> ColValue for T where
+    T: rusqlite::types::FromSql
+        + for<'r> sqlx::Decode<'r, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>
+{
+}
+
+/// A row of either backend, read by position; errors stay the backend's own.
+pub(crate) trait Cols {
+    type Error;
+    fn col<T: ColValue>(&self, i: usize) -> Result<T, Self::Error>;
+    /// A list of strings: JSON text on SQLite, `TEXT[]` on PostgreSQL.
+    fn list(&self, i: usize) -> Result<Vec<String>, Self::Error>;
+    /// The error for a value at `i` that the model does not allow.
+    fn bad(&self, i: usize, why: String) -> Self::Error;
+}
+
+/// The columns of `R` from position `first` on, for a model read after
+/// other columns (a latest id, a token's kind) in the same row.
+pub(crate) struct At<'a, R: ?Sized>(pub &'a R, pub usize);
+
+impl<R: Cols + ?Sized> Cols for At<'_, R> {
+    type Error = R::Error;
+    fn col<T: ColValue>(&self, i: usize) -> Result<T, Self::Error> {
+        self.0.col(self.1 + i)
+    }
+    fn list(&self, i: usize) -> Result<Vec<String>, Self::Error> {
+        self.0.list(self.1 + i)
+    }
+    fn bad(&self, i: usize, why: String) -> Self::Error {
+        self.0.bad(self.1 + i, why)
+    }
+}
+
+// The column lists, in the order the functions below read them (a lookup
+// by name costs a string search per value on SQLite). Macros, so that each
+// backend's statements stay `concat!`ed constants.
+
+macro_rules! room_columns {
+    () => {
+        "name, description, repo_url, onboarding_notes, retention_days"
+    };
+}
+
+/// A token row: these columns, then its `last_seen` (or `NULL`).
+macro_rules! token_columns {
+    () => {
+        "id, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, revoked_ts, last_used_ts, profile"
+    };
+}
+
+macro_rules! message_columns {
+    () => {
+        "id, room, ts, author, body, reply_to"
+    };
+}
+
+/// The detail is JSON: stored as text on SQLite, as `JSONB` on PostgreSQL,
+/// read as text on both.
+macro_rules! event_columns {
+    () => {
+        "id, room, ts, kind, actor, task_id, message_id, CAST(detail AS TEXT) AS detail"
+    };
+}
+
+macro_rules! file_columns {
+    () => {
+        "id, name, sha256, size, mime, author, ts, expires_ts, task_id"
+    };
+}
+
+macro_rules! task_columns {
+    () => {
+        "id, room, title, body, status, assignee, version, created_by, created_ts, updated_ts, priority, required_skill, needs_review, result, lease_seconds, lease_expires_ts"
+    };
+}
+
+macro_rules! note_columns {
+    () => {
+        "id, task_id, author, ts, body"
+    };
+}
+
+macro_rules! admin_log_columns {
+    () => {
+        "id, ts, actor, address, action, target, flagged"
+    };
+}
+
+macro_rules! oauth_client_columns {
+    () => {
+        "client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts, used_ts"
+    };
+}
+
+macro_rules! auth_code_columns {
+    () => {
+        "grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts, redirect_uri_given"
+    };
+}
+
+/// An OAuth grant, its columns named through the alias `g`.
+macro_rules! grant_columns {
+    () => {
+        "g.id, g.client_id, g.client_name, g.agent, g.room, g.also_rooms, g.readonly, g.admin, \
+         g.all_rooms, g.lead, g.skills, g.created_ts, g.revoked_ts, g.refresh_hash, \
+         g.refresh_prev_hash, g.refresh_rotated_ts, g.refresh_expires_ts, g.profile"
+    };
+}
+
+macro_rules! webhook_columns {
+    () => {
+        "id, room, url, format, events, secret, created_ts, cursor, attempts, next_ts, \
+         first_fail_ts, failures, paused, delivered, last_ts, last_status"
+    };
+}
+
+macro_rules! inbound_columns {
+    () => {
+        "id, key, room, agent, secret, secret_hash, created_ts, last_used_ts"
+    };
+}
+
+pub(crate) fn room_from_row<R: Cols + ?Sized>(r: &R) -> Result<Room, R::Error> {
+    Ok(Room {
+        name: r.col(0)?,
+        description: r.col(1)?,
+        repo_url: r.col(2)?,
+        onboarding_notes: r.col(3)?,
+        retention_days: r.col(4)?,
+    })
+}
+
+/// A row of `room_columns!()` followed by the room's open tasks, messages
+/// and live files.
+pub(crate) fn room_summary_from_row<R: Cols + ?Sized>(r: &R) -> Result<RoomSummary, R::Error> {
+    Ok(RoomSummary {
+        room: room_from_row(r)?,
+        open_tasks: r.col(5)?,
+        messages: r.col(6)?,
+        files: r.col(7)?,
+    })
+}
+
+/// The grant of a row whose columns `agent, room, also_rooms, readonly,
+/// admin, all_rooms, lead, skills` start at `first`, with its profile at
+/// `profile` (tokens, connect codes and OAuth grants alike).
+pub(crate) fn grant_at<R: Cols + ?Sized>(
+    r: &R,
+    first: usize,
+    profile: usize,
+) -> Result<Grant, R::Error> {
+    Ok(Grant {
+        agent: r.col(first)?,
+        room: r.col(first + 1)?,
+        also_rooms: r.list(first + 2)?,
+        readonly: r.col(first + 3)?,
+        admin: r.col(first + 4)?,
+        all_rooms: r.col(first + 5)?,
+        lead: r.col(first + 6)?,
+        skills: r.list(first + 7)?,
+        profile: Profile::stored(r.col::<Option<String>>(profile)?.as_deref()),
+    })
+}
+
+/// A row of `token_columns!()` followed by `last_seen`.
+pub(crate) fn token_from_row<R: Cols + ?Sized>(r: &R) -> Result<TokenRecord, R::Error> {
+    Ok(TokenRecord {
+        id: r.col(0)?,
+        grant: grant_at(r, 1, 12)?,
+        created_ts: r.col(9)?,
+        revoked_ts: r.col(10)?,
+        last_used: r.col(11)?,
+        last_seen: r.col(13)?,
+    })
+}
+
+pub(crate) fn message_from_row<R: Cols + ?Sized>(r: &R) -> Result<Message, R::Error> {
+    Ok(Message {
+        id: r.col(0)?,
+        room: r.col(1)?,
+        ts: r.col(2)?,
+        author: r.col(3)?,
+        body: r.col(4)?,
+        reply_to: r.col(5)?,
+    })
+}
+
+pub(crate) fn event_from_row<R: Cols + ?Sized>(r: &R) -> Result<Event, R::Error> {
+    let detail: String = r.col(7)?;
+    Ok(Event {
+        id: r.col(0)?,
+        room: r.col(1)?,
+        ts: r.col(2)?,
+        kind: r.col(3)?,
+        actor: r.col(4)?,
+        task_id: r.col(5)?,
+        message_id: r.col(6)?,
+        detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::Null),
+    })
+}
+
+pub(crate) fn file_from_row<R: Cols + ?Sized>(r: &R) -> Result<FileMeta, R::Error> {
+    Ok(FileMeta {
+        file_id: r.col(0)?,
+        name: r.col(1)?,
+        sha256: r.col(2)?,
+        size: r.col(3)?,
+        mime: r.col(4)?,
+        author: r.col(5)?,
+        ts: r.col(6)?,
+        expires_at: r.col(7)?,
+        task_id: r.col(8)?,
+    })
+}
+
+/// A task without its dependencies (see [`attach_deps`]).
+pub(crate) fn task_from_row<R: Cols + ?Sized>(r: &R) -> Result<Task, R::Error> {
+    let status: String = r.col(4)?;
+    Ok(Task {
+        id: r.col(0)?,
+        room: r.col(1)?,
+        title: r.col(2)?,
+        body: r.col(3)?,
+        status: Status::parse(&status)
+            .map_err(|_| r.bad(4, format!("task has unknown status {status:?}")))?,
+        assignee: r.col(5)?,
+        depends_on: Vec::new(),
+        blocked_by_unfinished: Vec::new(),
+        version: r.col(6)?,
+        created_by: r.col(7)?,
+        created_ts: r.col(8)?,
+        updated_ts: r.col(9)?,
+        priority: r.col(10)?,
+        required_skill: r.col(11)?,
+        needs_review: r.col(12)?,
+        result: r.col(13)?,
+        lease_seconds: r.col(14)?,
+        lease_expires_ts: r.col(15)?,
+    })
+}
+
+/// Adds each `(task_id, depends_on, its status)` to its task: every
+/// dependency, and as blocking those not done (or gone).
+pub(crate) fn attach_deps(tasks: &mut [Task], deps: Vec<(i64, i64, Option<String>)>) {
+    for (task_id, dep, status) in deps {
+        if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
+            task.depends_on.push(dep);
+            if status.as_deref() != Some(Status::Done.as_str()) {
+                task.blocked_by_unfinished.push(dep);
+            }
+        }
+    }
+}
+
+pub(crate) fn note_from_row<R: Cols + ?Sized>(r: &R) -> Result<Note, R::Error> {
+    Ok(Note {
+        id: r.col(0)?,
+        task_id: r.col(1)?,
+        author: r.col(2)?,
+        ts: r.col(3)?,
+        body: r.col(4)?,
+    })
+}
+
+/// A row of `seq, message_id, note_id, task_id, author, ts, body`.
+pub(crate) fn mention_from_row<R: Cols + ?Sized>(r: &R) -> Result<Mention, R::Error> {
+    Ok(Mention {
+        seq: r.col(0)?,
+        message_id: r.col(1)?,
+        note_id: r.col(2)?,
+        task_id: r.col(3)?,
+        author: r.col(4)?,
+        ts: r.col(5)?,
+        body: r.col(6)?,
+    })
+}
+
+/// A row of `agent, lead, readonly, admin, skills, last_seen`.
+pub(crate) fn member_from_row<R: Cols + ?Sized>(r: &R) -> Result<Member, R::Error> {
+    Ok(Member {
+        agent: r.col(0)?,
+        lead: r.col(1)?,
+        readonly: r.col(2)?,
+        admin: r.col(3)?,
+        skills: r.list(4)?,
+        last_seen: r.col(5)?,
+    })
+}
+
+/// A row of `agent, state, state_ts, attention, hook_seen_ts, push_seen_ts`.
+pub(crate) fn agent_status_from_row<R: Cols + ?Sized>(r: &R) -> Result<AgentStatus, R::Error> {
+    Ok(AgentStatus {
+        agent: r.col(0)?,
+        state: r.col(1)?,
+        state_ts: r.col(2)?,
+        attention: r.col(3)?,
+        hook_seen_ts: r.col(4)?,
+        push_seen_ts: r.col(5)?,
+    })
+}
+
+pub(crate) fn admin_log_from_row<R: Cols + ?Sized>(r: &R) -> Result<AdminLogEntry, R::Error> {
+    Ok(AdminLogEntry {
+        id: r.col(0)?,
+        ts: r.col(1)?,
+        actor: r.col(2)?,
+        address: r.col(3)?,
+        action: r.col(4)?,
+        target: r.col(5)?,
+        flagged: r.col(6)?,
+    })
+}
+
+pub(crate) fn oauth_client_from_row<R: Cols + ?Sized>(r: &R) -> Result<OAuthClient, R::Error> {
+    Ok(OAuthClient {
+        client_id: r.col(0)?,
+        secret_hash: r.col(1)?,
+        client_name: r.col(2)?,
+        redirect_uris: r.list(3)?,
+        auth_method: r.col(4)?,
+        created_ts: r.col(5)?,
+        used_ts: r.col(6)?,
+    })
+}
+
+pub(crate) fn auth_code_from_row<R: Cols + ?Sized>(r: &R) -> Result<AuthCode, R::Error> {
+    Ok(AuthCode {
+        grant_id: r.col(0)?,
+        client_id: r.col(1)?,
+        redirect_uri: r.col(2)?,
+        code_challenge: r.col(3)?,
+        resource: r.col(4)?,
+        expires_ts: r.col(5)?,
+        redirect_uri_given: r.col(6)?,
+    })
+}
+
+pub(crate) fn grant_record_from_row<R: Cols + ?Sized>(r: &R) -> Result<GrantRecord, R::Error> {
+    Ok(GrantRecord {
+        id: r.col(0)?,
+        client_id: r.col(1)?,
+        client_name: r.col(2)?,
+        grant: grant_at(r, 3, 17)?,
+        created_ts: r.col(11)?,
+        revoked_ts: r.col(12)?,
+        refresh: RefreshChain {
+            hash: r.col(13)?,
+            prev_hash: r.col(14)?,
+            rotated_ts: r.col(15)?,
+            expires_ts: r.col(16)?,
+        },
+    })
+}
+
+/// A row of `t.grant_id, t.kind, t.expires_ts, t.spent_ts` and then
+/// `grant_columns!()`: an OAuth token with its grant.
+pub(crate) fn oauth_token_from_row<R: Cols + ?Sized>(
+    r: &R,
+) -> Result<(OAuthTokenRecord, GrantRecord), R::Error> {
+    let token = OAuthTokenRecord {
+        grant_id: r.col(0)?,
+        kind: r.col(1)?,
+        expires_ts: r.col(2)?,
+        spent_ts: r.col(3)?,
+    };
+    Ok((token, grant_record_from_row(&At(r, 4))?))
+}
+
+pub(crate) fn webhook_from_row<R: Cols + ?Sized>(r: &R) -> Result<Webhook, R::Error> {
+    // The kinds are JSON text on both backends.
+    let events: String = r.col(4)?;
+    Ok(Webhook {
+        id: r.col(0)?,
+        room: r.col(1)?,
+        url: r.col(2)?,
+        format: r.col(3)?,
+        events: serde_json::from_str(&events).unwrap_or_default(),
+        secret: r.col(5)?,
+        created_ts: r.col(6)?,
+        cursor: r.col(7)?,
+        attempts: r.col(8)?,
+        next_ts: r.col(9)?,
+        first_fail_ts: r.col(10)?,
+        failures: r.col(11)?,
+        paused: r.col(12)?,
+        delivered: r.col(13)?,
+        last_ts: r.col(14)?,
+        last_status: r.col(15)?,
+    })
+}
+
+pub(crate) fn inbound_from_row<R: Cols + ?Sized>(r: &R) -> Result<Inbound, R::Error> {
+    Ok(Inbound {
+        id: r.col(0)?,
+        key: r.col(1)?,
+        room: r.col(2)?,
+        agent: r.col(3)?,
+        secret: r.col(4)?,
+        secret_hash: r.col(5)?,
+        created_ts: r.col(6)?,
+        last_used_ts: r.col(7)?,
+    })
+}
+
+/// A row of `room, id, title, assignee, activity`.
+pub(crate) fn stuck_task_from_row<R: Cols + ?Sized>(r: &R) -> Result<StuckTask, R::Error> {
+    Ok(StuckTask {
+        room: r.col(0)?,
+        task_id: r.col(1)?,
+        title: r.col(2)?,
+        holder: r.col(3)?,
+        activity_ts: r.col(4)?,
+    })
+}
