@@ -1,5 +1,5 @@
 //! Row mapping shared by both backends: the column lists of the rows they
-//! both read, and one function per model that reads such a row by position
+//! both read, and how each model reads such a row by position ([`FromCols`])
 //! from either backend's row type ([`Cols`]). A column added to a model is
 //! read in one place, and the two backends cannot map it differently.
 //!
@@ -48,6 +48,44 @@ impl<R: Cols + ?Sized> Cols for At<'_, R> {
     }
     fn bad(&self, i: usize, why: String) -> Self::Error {
         self.0.bad(self.1 + i, why)
+    }
+}
+
+/// What a statement's row is read as: a model (from the columns of its
+/// list, in order), one column's value, or several of these side by side.
+pub(crate) trait FromCols: Sized {
+    /// How many columns it takes.
+    const WIDTH: usize;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error>;
+}
+
+/// One column's value.
+macro_rules! value_from_cols {
+    ($($t:ty),+) => {
+        $(impl FromCols for $t {
+            const WIDTH: usize = 1;
+            fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+                r.col(0)
+            }
+        })+
+    };
+}
+
+value_from_cols!(i64, bool, String, Vec<u8>, Option<i64>, Option<String>);
+
+/// Side by side: `B`'s columns follow `A`'s.
+impl<A: FromCols, B: FromCols> FromCols for (A, B) {
+    const WIDTH: usize = A::WIDTH + B::WIDTH;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok((A::from_cols(r)?, B::from_cols(&At(r, A::WIDTH))?))
+    }
+}
+
+impl<A: FromCols, B: FromCols, C: FromCols> FromCols for (A, B, C) {
+    const WIDTH: usize = A::WIDTH + B::WIDTH + C::WIDTH;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        let ((a, b), c) = <((A, B), C)>::from_cols(r)?;
+        Ok((a, b, c))
     }
 }
 
@@ -140,25 +178,31 @@ macro_rules! inbound_columns {
     };
 }
 
-pub(crate) fn room_from_row<R: Cols + ?Sized>(r: &R) -> Result<Room, R::Error> {
-    Ok(Room {
-        name: r.col(0)?,
-        description: r.col(1)?,
-        repo_url: r.col(2)?,
-        onboarding_notes: r.col(3)?,
-        retention_days: r.col(4)?,
-    })
+impl FromCols for Room {
+    const WIDTH: usize = 5;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(Room {
+            name: r.col(0)?,
+            description: r.col(1)?,
+            repo_url: r.col(2)?,
+            onboarding_notes: r.col(3)?,
+            retention_days: r.col(4)?,
+        })
+    }
 }
 
 /// A row of `room_columns!()` followed by the room's open tasks, messages
 /// and live files.
-pub(crate) fn room_summary_from_row<R: Cols + ?Sized>(r: &R) -> Result<RoomSummary, R::Error> {
-    Ok(RoomSummary {
-        room: room_from_row(r)?,
-        open_tasks: r.col(5)?,
-        messages: r.col(6)?,
-        files: r.col(7)?,
-    })
+impl FromCols for RoomSummary {
+    const WIDTH: usize = 8;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(RoomSummary {
+            room: Room::from_cols(r)?,
+            open_tasks: r.col(5)?,
+            messages: r.col(6)?,
+            files: r.col(7)?,
+        })
+    }
 }
 
 /// The grant of a row whose columns `agent, room, also_rooms, readonly,
@@ -183,80 +227,95 @@ pub(crate) fn grant_at<R: Cols + ?Sized>(
 }
 
 /// A row of `token_columns!()` followed by `last_seen`.
-pub(crate) fn token_from_row<R: Cols + ?Sized>(r: &R) -> Result<TokenRecord, R::Error> {
-    Ok(TokenRecord {
-        id: r.col(0)?,
-        grant: grant_at(r, 1, 12)?,
-        created_ts: r.col(9)?,
-        revoked_ts: r.col(10)?,
-        last_used: r.col(11)?,
-        last_seen: r.col(13)?,
-    })
+impl FromCols for TokenRecord {
+    const WIDTH: usize = 14;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(TokenRecord {
+            id: r.col(0)?,
+            grant: grant_at(r, 1, 12)?,
+            created_ts: r.col(9)?,
+            revoked_ts: r.col(10)?,
+            last_used: r.col(11)?,
+            last_seen: r.col(13)?,
+        })
+    }
 }
 
-pub(crate) fn message_from_row<R: Cols + ?Sized>(r: &R) -> Result<Message, R::Error> {
-    Ok(Message {
-        id: r.col(0)?,
-        room: r.col(1)?,
-        ts: r.col(2)?,
-        author: r.col(3)?,
-        body: r.col(4)?,
-        reply_to: r.col(5)?,
-    })
+impl FromCols for Message {
+    const WIDTH: usize = 6;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(Message {
+            id: r.col(0)?,
+            room: r.col(1)?,
+            ts: r.col(2)?,
+            author: r.col(3)?,
+            body: r.col(4)?,
+            reply_to: r.col(5)?,
+        })
+    }
 }
 
-pub(crate) fn event_from_row<R: Cols + ?Sized>(r: &R) -> Result<Event, R::Error> {
-    let detail: String = r.col(7)?;
-    Ok(Event {
-        id: r.col(0)?,
-        room: r.col(1)?,
-        ts: r.col(2)?,
-        kind: r.col(3)?,
-        actor: r.col(4)?,
-        task_id: r.col(5)?,
-        message_id: r.col(6)?,
-        detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::Null),
-    })
+impl FromCols for Event {
+    const WIDTH: usize = 8;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        let detail: String = r.col(7)?;
+        Ok(Event {
+            id: r.col(0)?,
+            room: r.col(1)?,
+            ts: r.col(2)?,
+            kind: r.col(3)?,
+            actor: r.col(4)?,
+            task_id: r.col(5)?,
+            message_id: r.col(6)?,
+            detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::Null),
+        })
+    }
 }
 
-pub(crate) fn file_from_row<R: Cols + ?Sized>(r: &R) -> Result<FileMeta, R::Error> {
-    Ok(FileMeta {
-        file_id: r.col(0)?,
-        name: r.col(1)?,
-        sha256: r.col(2)?,
-        size: r.col(3)?,
-        mime: r.col(4)?,
-        author: r.col(5)?,
-        ts: r.col(6)?,
-        expires_at: r.col(7)?,
-        task_id: r.col(8)?,
-    })
+impl FromCols for FileMeta {
+    const WIDTH: usize = 9;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(FileMeta {
+            file_id: r.col(0)?,
+            name: r.col(1)?,
+            sha256: r.col(2)?,
+            size: r.col(3)?,
+            mime: r.col(4)?,
+            author: r.col(5)?,
+            ts: r.col(6)?,
+            expires_at: r.col(7)?,
+            task_id: r.col(8)?,
+        })
+    }
 }
 
 /// A task without its dependencies (see [`attach_deps`]).
-pub(crate) fn task_from_row<R: Cols + ?Sized>(r: &R) -> Result<Task, R::Error> {
-    let status: String = r.col(4)?;
-    Ok(Task {
-        id: r.col(0)?,
-        room: r.col(1)?,
-        title: r.col(2)?,
-        body: r.col(3)?,
-        status: Status::parse(&status)
-            .map_err(|_| r.bad(4, format!("task has unknown status {status:?}")))?,
-        assignee: r.col(5)?,
-        depends_on: Vec::new(),
-        blocked_by_unfinished: Vec::new(),
-        version: r.col(6)?,
-        created_by: r.col(7)?,
-        created_ts: r.col(8)?,
-        updated_ts: r.col(9)?,
-        priority: r.col(10)?,
-        required_skill: r.col(11)?,
-        needs_review: r.col(12)?,
-        result: r.col(13)?,
-        lease_seconds: r.col(14)?,
-        lease_expires_ts: r.col(15)?,
-    })
+impl FromCols for Task {
+    const WIDTH: usize = 16;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        let status: String = r.col(4)?;
+        Ok(Task {
+            id: r.col(0)?,
+            room: r.col(1)?,
+            title: r.col(2)?,
+            body: r.col(3)?,
+            status: Status::parse(&status)
+                .map_err(|_| r.bad(4, format!("task has unknown status {status:?}")))?,
+            assignee: r.col(5)?,
+            depends_on: Vec::new(),
+            blocked_by_unfinished: Vec::new(),
+            version: r.col(6)?,
+            created_by: r.col(7)?,
+            created_ts: r.col(8)?,
+            updated_ts: r.col(9)?,
+            priority: r.col(10)?,
+            required_skill: r.col(11)?,
+            needs_review: r.col(12)?,
+            result: r.col(13)?,
+            lease_seconds: r.col(14)?,
+            lease_expires_ts: r.col(15)?,
+        })
+    }
 }
 
 /// Adds each `(task_id, depends_on, its status)` to its task: every
@@ -272,163 +331,196 @@ pub(crate) fn attach_deps(tasks: &mut [Task], deps: Vec<(i64, i64, Option<String
     }
 }
 
-pub(crate) fn note_from_row<R: Cols + ?Sized>(r: &R) -> Result<Note, R::Error> {
-    Ok(Note {
-        id: r.col(0)?,
-        task_id: r.col(1)?,
-        author: r.col(2)?,
-        ts: r.col(3)?,
-        body: r.col(4)?,
-    })
+impl FromCols for Note {
+    const WIDTH: usize = 5;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(Note {
+            id: r.col(0)?,
+            task_id: r.col(1)?,
+            author: r.col(2)?,
+            ts: r.col(3)?,
+            body: r.col(4)?,
+        })
+    }
 }
 
 /// A row of `seq, message_id, note_id, task_id, author, ts, body`.
-pub(crate) fn mention_from_row<R: Cols + ?Sized>(r: &R) -> Result<Mention, R::Error> {
-    Ok(Mention {
-        seq: r.col(0)?,
-        message_id: r.col(1)?,
-        note_id: r.col(2)?,
-        task_id: r.col(3)?,
-        author: r.col(4)?,
-        ts: r.col(5)?,
-        body: r.col(6)?,
-    })
+impl FromCols for Mention {
+    const WIDTH: usize = 7;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(Mention {
+            seq: r.col(0)?,
+            message_id: r.col(1)?,
+            note_id: r.col(2)?,
+            task_id: r.col(3)?,
+            author: r.col(4)?,
+            ts: r.col(5)?,
+            body: r.col(6)?,
+        })
+    }
 }
 
 /// A row of `agent, lead, readonly, admin, skills, last_seen`.
-pub(crate) fn member_from_row<R: Cols + ?Sized>(r: &R) -> Result<Member, R::Error> {
-    Ok(Member {
-        agent: r.col(0)?,
-        lead: r.col(1)?,
-        readonly: r.col(2)?,
-        admin: r.col(3)?,
-        skills: r.list(4)?,
-        last_seen: r.col(5)?,
-    })
+impl FromCols for Member {
+    const WIDTH: usize = 6;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(Member {
+            agent: r.col(0)?,
+            lead: r.col(1)?,
+            readonly: r.col(2)?,
+            admin: r.col(3)?,
+            skills: r.list(4)?,
+            last_seen: r.col(5)?,
+        })
+    }
 }
 
 /// A row of `agent, state, state_ts, attention, hook_seen_ts, push_seen_ts`.
-pub(crate) fn agent_status_from_row<R: Cols + ?Sized>(r: &R) -> Result<AgentStatus, R::Error> {
-    Ok(AgentStatus {
-        agent: r.col(0)?,
-        state: r.col(1)?,
-        state_ts: r.col(2)?,
-        attention: r.col(3)?,
-        hook_seen_ts: r.col(4)?,
-        push_seen_ts: r.col(5)?,
-    })
+impl FromCols for AgentStatus {
+    const WIDTH: usize = 6;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(AgentStatus {
+            agent: r.col(0)?,
+            state: r.col(1)?,
+            state_ts: r.col(2)?,
+            attention: r.col(3)?,
+            hook_seen_ts: r.col(4)?,
+            push_seen_ts: r.col(5)?,
+        })
+    }
 }
 
-pub(crate) fn admin_log_from_row<R: Cols + ?Sized>(r: &R) -> Result<AdminLogEntry, R::Error> {
-    Ok(AdminLogEntry {
-        id: r.col(0)?,
-        ts: r.col(1)?,
-        actor: r.col(2)?,
-        address: r.col(3)?,
-        action: r.col(4)?,
-        target: r.col(5)?,
-        flagged: r.col(6)?,
-    })
+impl FromCols for AdminLogEntry {
+    const WIDTH: usize = 7;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(AdminLogEntry {
+            id: r.col(0)?,
+            ts: r.col(1)?,
+            actor: r.col(2)?,
+            address: r.col(3)?,
+            action: r.col(4)?,
+            target: r.col(5)?,
+            flagged: r.col(6)?,
+        })
+    }
 }
 
-pub(crate) fn oauth_client_from_row<R: Cols + ?Sized>(r: &R) -> Result<OAuthClient, R::Error> {
-    Ok(OAuthClient {
-        client_id: r.col(0)?,
-        secret_hash: r.col(1)?,
-        client_name: r.col(2)?,
-        redirect_uris: r.list(3)?,
-        auth_method: r.col(4)?,
-        created_ts: r.col(5)?,
-        used_ts: r.col(6)?,
-    })
+impl FromCols for OAuthClient {
+    const WIDTH: usize = 7;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(OAuthClient {
+            client_id: r.col(0)?,
+            secret_hash: r.col(1)?,
+            client_name: r.col(2)?,
+            redirect_uris: r.list(3)?,
+            auth_method: r.col(4)?,
+            created_ts: r.col(5)?,
+            used_ts: r.col(6)?,
+        })
+    }
 }
 
-pub(crate) fn auth_code_from_row<R: Cols + ?Sized>(r: &R) -> Result<AuthCode, R::Error> {
-    Ok(AuthCode {
-        grant_id: r.col(0)?,
-        client_id: r.col(1)?,
-        redirect_uri: r.col(2)?,
-        code_challenge: r.col(3)?,
-        resource: r.col(4)?,
-        expires_ts: r.col(5)?,
-        redirect_uri_given: r.col(6)?,
-    })
+impl FromCols for AuthCode {
+    const WIDTH: usize = 7;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(AuthCode {
+            grant_id: r.col(0)?,
+            client_id: r.col(1)?,
+            redirect_uri: r.col(2)?,
+            code_challenge: r.col(3)?,
+            resource: r.col(4)?,
+            expires_ts: r.col(5)?,
+            redirect_uri_given: r.col(6)?,
+        })
+    }
 }
 
-pub(crate) fn grant_record_from_row<R: Cols + ?Sized>(r: &R) -> Result<GrantRecord, R::Error> {
-    Ok(GrantRecord {
-        id: r.col(0)?,
-        client_id: r.col(1)?,
-        client_name: r.col(2)?,
-        grant: grant_at(r, 3, 17)?,
-        created_ts: r.col(11)?,
-        revoked_ts: r.col(12)?,
-        refresh: RefreshChain {
-            hash: r.col(13)?,
-            prev_hash: r.col(14)?,
-            rotated_ts: r.col(15)?,
-            expires_ts: r.col(16)?,
-        },
-    })
+impl FromCols for GrantRecord {
+    const WIDTH: usize = 18;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(GrantRecord {
+            id: r.col(0)?,
+            client_id: r.col(1)?,
+            client_name: r.col(2)?,
+            grant: grant_at(r, 3, 17)?,
+            created_ts: r.col(11)?,
+            revoked_ts: r.col(12)?,
+            refresh: RefreshChain {
+                hash: r.col(13)?,
+                prev_hash: r.col(14)?,
+                rotated_ts: r.col(15)?,
+                expires_ts: r.col(16)?,
+            },
+        })
+    }
 }
 
-/// A row of `t.grant_id, t.kind, t.expires_ts, t.spent_ts` and then
-/// `grant_columns!()`: an OAuth token with its grant.
-pub(crate) fn oauth_token_from_row<R: Cols + ?Sized>(
-    r: &R,
-) -> Result<(OAuthTokenRecord, GrantRecord), R::Error> {
-    let token = OAuthTokenRecord {
-        grant_id: r.col(0)?,
-        kind: r.col(1)?,
-        expires_ts: r.col(2)?,
-        spent_ts: r.col(3)?,
-    };
-    Ok((token, grant_record_from_row(&At(r, 4))?))
+/// A row of `t.grant_id, t.kind, t.expires_ts, t.spent_ts`; read with
+/// its grant after it (`grant_columns!()`), as the pair of the two.
+impl FromCols for OAuthTokenRecord {
+    const WIDTH: usize = 4;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(OAuthTokenRecord {
+            grant_id: r.col(0)?,
+            kind: r.col(1)?,
+            expires_ts: r.col(2)?,
+            spent_ts: r.col(3)?,
+        })
+    }
 }
 
-pub(crate) fn webhook_from_row<R: Cols + ?Sized>(r: &R) -> Result<Webhook, R::Error> {
-    // The kinds are JSON text on both backends.
-    let events: String = r.col(4)?;
-    Ok(Webhook {
-        id: r.col(0)?,
-        room: r.col(1)?,
-        url: r.col(2)?,
-        format: r.col(3)?,
-        events: serde_json::from_str(&events).unwrap_or_default(),
-        secret: r.col(5)?,
-        created_ts: r.col(6)?,
-        cursor: r.col(7)?,
-        attempts: r.col(8)?,
-        next_ts: r.col(9)?,
-        first_fail_ts: r.col(10)?,
-        failures: r.col(11)?,
-        paused: r.col(12)?,
-        delivered: r.col(13)?,
-        last_ts: r.col(14)?,
-        last_status: r.col(15)?,
-    })
+impl FromCols for Webhook {
+    const WIDTH: usize = 16;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        // The kinds are JSON text on both backends.
+        let events: String = r.col(4)?;
+        Ok(Webhook {
+            id: r.col(0)?,
+            room: r.col(1)?,
+            url: r.col(2)?,
+            format: r.col(3)?,
+            events: serde_json::from_str(&events).unwrap_or_default(),
+            secret: r.col(5)?,
+            created_ts: r.col(6)?,
+            cursor: r.col(7)?,
+            attempts: r.col(8)?,
+            next_ts: r.col(9)?,
+            first_fail_ts: r.col(10)?,
+            failures: r.col(11)?,
+            paused: r.col(12)?,
+            delivered: r.col(13)?,
+            last_ts: r.col(14)?,
+            last_status: r.col(15)?,
+        })
+    }
 }
 
-pub(crate) fn inbound_from_row<R: Cols + ?Sized>(r: &R) -> Result<Inbound, R::Error> {
-    Ok(Inbound {
-        id: r.col(0)?,
-        key: r.col(1)?,
-        room: r.col(2)?,
-        agent: r.col(3)?,
-        secret: r.col(4)?,
-        secret_hash: r.col(5)?,
-        created_ts: r.col(6)?,
-        last_used_ts: r.col(7)?,
-    })
+impl FromCols for Inbound {
+    const WIDTH: usize = 8;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(Inbound {
+            id: r.col(0)?,
+            key: r.col(1)?,
+            room: r.col(2)?,
+            agent: r.col(3)?,
+            secret: r.col(4)?,
+            secret_hash: r.col(5)?,
+            created_ts: r.col(6)?,
+            last_used_ts: r.col(7)?,
+        })
+    }
 }
 
 /// A row of `room, id, title, assignee, activity`.
-pub(crate) fn stuck_task_from_row<R: Cols + ?Sized>(r: &R) -> Result<StuckTask, R::Error> {
-    Ok(StuckTask {
-        room: r.col(0)?,
-        task_id: r.col(1)?,
-        title: r.col(2)?,
-        holder: r.col(3)?,
-        activity_ts: r.col(4)?,
-    })
+impl FromCols for StuckTask {
+    const WIDTH: usize = 5;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(StuckTask {
+            room: r.col(0)?,
+            task_id: r.col(1)?,
+            title: r.col(2)?,
+            holder: r.col(3)?,
+            activity_ts: r.col(4)?,
+        })
+    }
 }

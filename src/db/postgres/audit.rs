@@ -23,7 +23,7 @@ impl AuditStore for PostgresStore {
     }
 
     async fn audit_count(&self) -> Result<i64> {
-        Ok(fetch_one(&self.pool, "SELECT COUNT(*) FROM audit", (), first).await?)
+        Ok(fetch_one(&self.pool, "SELECT COUNT(*) FROM audit", ()).await?)
     }
 
     async fn insert_admin_log(&self, e: &AdminLogEntry) -> Result<()> {
@@ -40,6 +40,6 @@ impl AuditStore for PostgresStore {
             admin_log_columns!(),
             " FROM admin_log ORDER BY id DESC LIMIT $1"
         );
-        Ok(fetch_all(&self.pool, sql, (limit,), admin_log_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, (limit,)).await?)
     }
 }

@@ -30,13 +30,13 @@ async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Optio
          FROM tasks WHERE id = $1 AND room = $2"
     );
     let args = (id, room, Status::Done.as_str());
-    Ok(fetch_opt(&mut *conn, sql, args, |r| {
-        let mut task = task_from_row(r)?;
-        task.depends_on = r.try_get("deps")?;
-        task.blocked_by_unfinished = r.try_get("blocked")?;
-        Ok(task)
-    })
-    .await?)
+    let Some(r) = args.bind_to(sqlx::query(sql)).fetch_optional(conn).await? else {
+        return Ok(None);
+    };
+    let mut task = Task::from_cols(&r)?;
+    task.depends_on = r.try_get("deps")?;
+    task.blocked_by_unfinished = r.try_get("blocked")?;
+    Ok(Some(task))
 }
 
 #[async_trait]
@@ -61,7 +61,7 @@ impl BoardStore for PostgresStore {
                         .bind(&t.required_skill)
                         .bind(t.needs_review);
                     let row = args.fetch_one(&mut *tx).await.map_err(text_error)?;
-                    let id: i64 = first(&row)?;
+                    let id: i64 = row.try_get(0)?;
                     if !t.depends_on.is_empty() {
                         let sql = "INSERT INTO task_deps (task_id, depends_on) \
                              SELECT $1, d FROM UNNEST($2::bigint[]) AS d ON CONFLICT DO NOTHING";
@@ -110,7 +110,7 @@ impl BoardStore for PostgresStore {
             q.before_id.unwrap_or(i64::MAX),
             q.limit,
         );
-        let mut tasks = fetch_all(&mut *conn, sql, args, task_from_row).await?;
+        let mut tasks = fetch_all(&mut *conn, sql, args).await?;
         fill_deps(&mut conn, &mut tasks).await?;
         Ok(tasks)
     }
@@ -149,7 +149,7 @@ impl BoardStore for PostgresStore {
                         let sql = "INSERT INTO notes (task_id, room, ts, author, body) \
                              VALUES ($1, $2, $3, $4, $5) RETURNING id";
                         let args = (id, &room, now, &c.record.actor, body);
-                        let note_id = fetch_one(&mut *tx, sql, args, first).await;
+                        let note_id = fetch_one(&mut *tx, sql, args).await;
                         written.note_id = Some(note_id.map_err(text_error)?);
                     }
                     let events = store_record(tx, &room, c.record, &written).await?;
@@ -176,7 +176,7 @@ impl BoardStore for PostgresStore {
             note_columns!(),
             " FROM notes WHERE task_id = $1 ORDER BY id"
         );
-        Ok(fetch_all(&self.pool, sql, (task_id,), note_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, (task_id,)).await?)
     }
 
     async fn my_mentions(
@@ -192,7 +192,7 @@ impl BoardStore for PostgresStore {
              WHERE x.room = $1 AND x.agent = $2 AND x.seq > $3 AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
              ORDER BY x.seq, x.id LIMIT $4";
         let args = (room, agent, super::mentions_after(since_id), limit);
-        Ok(fetch_all(&self.pool, sql, args, mention_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, args).await?)
     }
 
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>> {

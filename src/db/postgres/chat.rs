@@ -84,20 +84,17 @@ impl ChatStore for PostgresStore {
             " FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3"
         );
         let args = (room, since_id, limit);
-        Ok(fetch_all(&self.pool, sql, args, message_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, args).await?)
     }
 
     async fn message_origin(&self, id: i64) -> Result<Option<(String, String)>> {
         let sql = "SELECT room, author FROM messages WHERE id = $1";
-        Ok(fetch_opt(&self.pool, sql, (id,), |r| {
-            Ok((r.try_get(0)?, r.try_get(1)?))
-        })
-        .await?)
+        Ok(fetch_opt(&self.pool, sql, (id,)).await?)
     }
 
     async fn latest_message_id(&self, room: &str) -> Result<i64> {
         let sql = "SELECT COALESCE(MAX(id), 0) FROM messages WHERE room = $1";
-        Ok(fetch_one(&self.pool, sql, (room,), first).await?)
+        Ok(fetch_one(&self.pool, sql, (room,)).await?)
     }
 
     async fn read_messages_latest(
@@ -116,6 +113,6 @@ impl ChatStore for PostgresStore {
             .bind_to(rows)
             .fetch_all(&self.pool)
             .await?;
-        Ok(page_with_latest(&rows, |r| message_from_row(r))?)
+        Ok(page_with_latest(&rows)?)
     }
 }

@@ -72,7 +72,7 @@ async fn cursor_page<'e>(
         }
         // The page's columns come after the cursor's and the window's.
         if r.get::<Option<i64>, _>("id").is_some() {
-            events.push(event_from_row(&At(r, 5))?);
+            events.push(Event::from_cols(&At(r, 5))?);
         }
     }
     let cut = crate::domain::events::cut_page(since, high, &window, limit);
@@ -95,7 +95,7 @@ async fn cursor_page<'e>(
 /// Takes the row lock of `agent`'s cursor in `room`, if it has one.
 async fn lock_cursor(tx: &mut PgConnection, room: &str, agent: &str) -> Result<Option<i64>> {
     let sql = "SELECT event_id FROM cursors WHERE room = $1 AND agent = $2 FOR UPDATE";
-    Ok(fetch_opt(tx, sql, (room, agent), first).await?)
+    Ok(fetch_opt(tx, sql, (room, agent)).await?)
 }
 
 /// One turn at `agent`'s cursor: the pages of `asks`, in order, each
@@ -206,7 +206,7 @@ impl EventStore for PostgresStore {
             .bind_to(rows)
             .fetch_all(&self.pool)
             .await?;
-        Ok(page_with_latest(&rows, |r| event_from_row(r))?)
+        Ok(page_with_latest(&rows)?)
     }
 
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
@@ -217,12 +217,12 @@ impl EventStore for PostgresStore {
              AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR task_id = $4) \
              ORDER BY id LIMIT $5"
         );
-        Ok(fetch_all(&self.pool, sql, filter_args(room, f), event_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, filter_args(room, f)).await?)
     }
 
     async fn latest_event_id(&self, room: &str) -> Result<i64> {
         let sql = "SELECT COALESCE(MAX(id), 0) FROM events WHERE room = $1";
-        Ok(fetch_one(&self.pool, sql, (room,), first).await?)
+        Ok(fetch_one(&self.pool, sql, (room,)).await?)
     }
 
     async fn events_after_cursor(
@@ -260,12 +260,12 @@ impl EventStore for PostgresStore {
         let sql = "SELECT id FROM events WHERE room = $1 AND actor <> $2 AND id > \
              COALESCE((SELECT event_id FROM cursors WHERE room = $1 AND agent = $2), 0) \
              ORDER BY id LIMIT 1";
-        Ok(fetch_opt(&self.pool, sql, (room, agent), first).await?)
+        Ok(fetch_opt(&self.pool, sql, (room, agent)).await?)
     }
 
     async fn cursor(&self, room: &str, agent: &str) -> Result<i64> {
         let sql = "SELECT event_id FROM cursors WHERE room = $1 AND agent = $2";
-        Ok(fetch_opt(&self.pool, sql, (room, agent), first)
+        Ok(fetch_opt(&self.pool, sql, (room, agent))
             .await?
             .unwrap_or(0))
     }

@@ -22,7 +22,11 @@ impl FileStore for PostgresStore {
             .bind(record.now)
             .bind(f.expires_at)
             .bind(f.task_id);
-        let id: i64 = first(&args.fetch_one(&mut *tx).await.map_err(text_error)?)?;
+        let id: i64 = args
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(text_error)?
+            .try_get(0)?;
         let meta = FileMeta {
             file_id: id,
             name: f.name.clone(),
@@ -50,8 +54,7 @@ impl FileStore for PostgresStore {
             ", content FROM files \
              WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)"
         );
-        let with_content = |r: &PgRow| Ok((file_from_row(r)?, r.try_get(9)?));
-        Ok(fetch_opt(&self.pool, sql, (id, room, now), with_content).await?)
+        Ok(fetch_opt(&self.pool, sql, (id, room, now)).await?)
     }
 
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>> {
@@ -60,13 +63,13 @@ impl FileStore for PostgresStore {
             file_columns!(),
             " FROM files WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)"
         );
-        Ok(fetch_opt(&self.pool, sql, (id, room, now), file_from_row).await?)
+        Ok(fetch_opt(&self.pool, sql, (id, room, now)).await?)
     }
 
     async fn file_room(&self, id: i64, now: i64) -> Result<Option<String>> {
         let sql =
             "SELECT room FROM files WHERE id = $1 AND (expires_ts IS NULL OR expires_ts > $2)";
-        Ok(fetch_opt(&self.pool, sql, (id, now), first).await?)
+        Ok(fetch_opt(&self.pool, sql, (id, now)).await?)
     }
 
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {
@@ -76,7 +79,7 @@ impl FileStore for PostgresStore {
             " FROM files \
              WHERE room = $1 AND (expires_ts IS NULL OR expires_ts > $2) ORDER BY id DESC LIMIT $3"
         );
-        Ok(fetch_all(&self.pool, sql, (room, now, limit), file_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, (room, now, limit)).await?)
     }
 
     async fn delete_file(&self, room: &str, id: i64, record: Record) -> Result<Option<Event>> {

@@ -424,7 +424,7 @@ impl Relay {
                 " FROM events WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3"
             );
             let args = (room, from, PAGE as i64);
-            let events = fetch_all(&self.pool, sql, args, event_from_row).await?;
+            let events: Vec<Event> = fetch_all(&self.pool, sql, args).await?;
             let full = events.len() == PAGE;
             if let Some(last) = events.last().map(|e| e.id) {
                 self.bus.publish_relayed(room, events, last);

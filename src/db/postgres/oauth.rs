@@ -4,11 +4,9 @@
 
 use async_trait::async_trait;
 
-use super::rows::{exec, fetch_all, fetch_one, fetch_opt, first};
-use super::{Lookup, PostgresStore};
-use crate::db::rows::{
-    auth_code_from_row, grant_record_from_row, oauth_client_from_row, oauth_token_from_row,
-};
+use super::PostgresStore;
+use super::cache::{Access, Lookup};
+use super::rows::{exec, fetch_all, fetch_one, fetch_opt};
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
@@ -41,8 +39,7 @@ impl OAuthStore for PostgresStore {
         let forget = "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
              WHERE used_ts IS NULL AND created_ts <= $1 ORDER BY created_ts LIMIT $2)";
         exec(&mut *tx, forget, (unused_before, PRUNE_BATCH)).await?;
-        let count: i64 =
-            fetch_one(&mut *tx, "SELECT COUNT(*) FROM oauth_clients", (), first).await?;
+        let count: i64 = fetch_one(&mut *tx, "SELECT COUNT(*) FROM oauth_clients", ()).await?;
         if count >= max {
             let evict = "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
                  WHERE used_ts IS NULL ORDER BY created_ts LIMIT $1)";
@@ -72,7 +69,7 @@ impl OAuthStore for PostgresStore {
             oauth_client_columns!(),
             " FROM oauth_clients WHERE client_id = $1"
         );
-        Ok(fetch_opt(&self.pool, sql, (client_id,), oauth_client_from_row).await?)
+        Ok(fetch_opt(&self.pool, sql, (client_id,)).await?)
     }
 
     async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
@@ -115,7 +112,7 @@ impl OAuthStore for PostgresStore {
              SELECT $3, $4, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, $2, profile FROM spent \
              RETURNING id";
         let args = (connect_hash, now, client_id, client_name);
-        let Some(grant_id) = fetch_opt(&mut *tx, spend, args, first::<i64>).await? else {
+        let Some(grant_id) = fetch_opt(&mut *tx, spend, args).await? else {
             return Ok(None);
         };
         let store_code = "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts, redirect_uri_given) \
@@ -144,12 +141,12 @@ impl OAuthStore for PostgresStore {
             "UPDATE oauth_auth_codes SET used_ts = $2 WHERE hash = $1 AND used_ts IS NULL RETURNING ",
             auth_code_columns!()
         );
-        let fresh = fetch_opt(&self.pool, take, (hash, now), auth_code_from_row).await?;
+        let fresh = fetch_opt(&self.pool, take, (hash, now)).await?;
         if let Some(code) = fresh {
             return Ok(CodeTake::Fresh(code));
         }
         let spent = "SELECT grant_id FROM oauth_auth_codes WHERE hash = $1";
-        let spent = fetch_opt(&self.pool, spent, (hash,), first).await?;
+        let spent = fetch_opt(&self.pool, spent, (hash,)).await?;
         Ok(match spent {
             Some(grant_id) => CodeTake::Replayed { grant_id },
             None => CodeTake::Unknown,
@@ -177,7 +174,7 @@ impl OAuthStore for PostgresStore {
             grant_columns!(),
             " FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = $1"
         );
-        let found = fetch_opt(&self.pool, sql, (hash,), oauth_token_from_row).await?;
+        let found: Option<Access> = fetch_opt(&self.pool, sql, (hash,)).await?;
         // Access tokens only: a refresh token is spent once, and its row
         // is read where that is decided.
         if let Some(access) = found.as_ref().filter(|(t, _)| t.kind == "access") {
@@ -194,7 +191,7 @@ impl OAuthStore for PostgresStore {
             grant_columns!(),
             " FROM oauth_grants g WHERE g.refresh_prev_hash = $1) LIMIT 1"
         );
-        Ok(fetch_opt(&self.pool, sql, (hash,), grant_record_from_row).await?)
+        Ok(fetch_opt(&self.pool, sql, (hash,)).await?)
     }
 
     async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
@@ -203,7 +200,7 @@ impl OAuthStore for PostgresStore {
             grant_columns!(),
             " FROM oauth_grants g WHERE g.id = $1"
         );
-        Ok(fetch_opt(&self.pool, sql, (id,), grant_record_from_row).await?)
+        Ok(fetch_opt(&self.pool, sql, (id,)).await?)
     }
 
     async fn oauth_rotate_refresh(&self, rot: &Rotation) -> Result<bool> {
@@ -249,7 +246,7 @@ impl OAuthStore for PostgresStore {
             grant_columns!(),
             " FROM oauth_grants g ORDER BY g.id"
         );
-        Ok(fetch_all(&self.pool, sql, (), grant_record_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, ()).await?)
     }
 
     async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
@@ -262,7 +259,7 @@ impl OAuthStore for PostgresStore {
              ON CONFLICT (name) DO NOTHING";
         exec(&self.pool, store, (name, fresh, crate::clock::now_ms())).await?;
         let sql = "SELECT value FROM oauth_keys WHERE name = $1";
-        Ok(fetch_one(&self.pool, sql, (name,), first).await?)
+        Ok(fetch_one(&self.pool, sql, (name,)).await?)
     }
 
     async fn oauth_prune(&self, now: i64) -> Result<u64> {

@@ -61,7 +61,7 @@ impl RoomStore for PostgresStore {
             Lookup::Miss(at) => at,
         };
         let sql = concat!("SELECT ", room_columns!(), " FROM rooms WHERE name = $1");
-        let room = fetch_opt(&self.pool, sql, (name,), room_from_row).await?;
+        let room = fetch_opt(&self.pool, sql, (name,)).await?;
         if let Some(room) = &room {
             self.cache.keep_room(name, room, at);
         }
@@ -78,7 +78,6 @@ impl RoomStore for PostgresStore {
              (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > $1)) AS files \
              FROM rooms r ORDER BY r.name COLLATE \"C\""),
             (now, open.as_slice()),
-            room_summary_from_row,
         )
         .await?)
     }
@@ -104,7 +103,6 @@ impl RoomStore for PostgresStore {
                 &info.repo_url,
                 &info.onboarding_notes,
             ),
-            room_from_row,
         )
         .await
         .map_err(text_error)?;

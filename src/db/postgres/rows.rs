@@ -82,56 +82,47 @@ pub(super) async fn exec<'e>(
     Ok(done.rows_affected())
 }
 
-/// Runs `sql` with `args` on `db`; every row, each read by `map`.
-pub(super) async fn fetch_all<'e, T>(
+/// Runs `sql` with `args` on `db`; every row, each read as a `T`.
+pub(super) async fn fetch_all<'e, T: FromCols>(
     db: impl Executor<'e, Database = Postgres>,
     sql: impl SqlSafeStr,
     args: impl Args<'_>,
-    map: impl Fn(&PgRow) -> sqlx::Result<T>,
 ) -> sqlx::Result<Vec<T>> {
     let rows = args.bind_to(sqlx::query(sql)).fetch_all(db).await?;
-    rows.iter().map(map).collect()
+    rows.iter().map(T::from_cols).collect()
 }
 
-/// Runs `sql` with `args` on `db`; its first row read by `map`, if any.
-pub(super) async fn fetch_opt<'e, T>(
+/// Runs `sql` with `args` on `db`; its first row read as a `T`, if any.
+pub(super) async fn fetch_opt<'e, T: FromCols>(
     db: impl Executor<'e, Database = Postgres>,
     sql: impl SqlSafeStr,
     args: impl Args<'_>,
-    map: impl Fn(&PgRow) -> sqlx::Result<T>,
 ) -> sqlx::Result<Option<T>> {
     let row = args.bind_to(sqlx::query(sql)).fetch_optional(db).await?;
-    row.as_ref().map(map).transpose()
+    row.as_ref().map(T::from_cols).transpose()
 }
 
-/// Runs `sql` with `args` on `db`; its one row read by `map`.
-pub(super) async fn fetch_one<'e, T>(
+/// [`fetch_opt`] for a statement that always returns a row (an aggregate,
+/// an `INSERT … RETURNING`).
+pub(super) async fn fetch_one<'e, T: FromCols>(
     db: impl Executor<'e, Database = Postgres>,
     sql: impl SqlSafeStr,
     args: impl Args<'_>,
-    map: impl Fn(&PgRow) -> sqlx::Result<T>,
 ) -> sqlx::Result<T> {
-    let row = args.bind_to(sqlx::query(sql)).fetch_one(db).await?;
-    map(&row)
-}
-
-/// A row's first column: for a statement that returns one value.
-pub(super) fn first<T: ColValue>(r: &PgRow) -> sqlx::Result<T> {
-    r.try_get(0)
+    fetch_opt(db, sql, args)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)
 }
 
 /// A page read with the room's latest id (`l.latest LEFT JOIN LATERAL` the
 /// page): every row carries `latest` first and the page's columns after
 /// it, and an empty page is one row whose `id` is NULL.
-pub(super) fn page_with_latest<T>(
-    rows: &[PgRow],
-    item: impl Fn(&At<'_, PgRow>) -> sqlx::Result<T>,
-) -> sqlx::Result<(Vec<T>, i64)> {
+pub(super) fn page_with_latest<T: FromCols>(rows: &[PgRow]) -> sqlx::Result<(Vec<T>, i64)> {
     let latest = rows.first().map_or(Ok(0), |r| r.try_get(0))?;
     let mut page = Vec::with_capacity(rows.len());
     for r in rows {
         if r.try_get::<Option<i64>, _>(1)?.is_some() {
-            page.push(item(&At(r, 1))?);
+            page.push(T::from_cols(&At(r, 1))?);
         }
     }
     Ok((page, latest))

@@ -34,7 +34,6 @@ impl TokenStore for PostgresStore {
             "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
             args,
-            first,
         )
         .await
         .map_err(text_error)?)
@@ -50,7 +49,7 @@ impl TokenStore for PostgresStore {
             token_columns!(),
             ", NULL::bigint FROM tokens WHERE hash = $1"
         );
-        let token = fetch_opt(&self.pool, sql, (hash,), token_from_row).await?;
+        let token = fetch_opt(&self.pool, sql, (hash,)).await?;
         if let Some(token) = &token {
             self.cache.keep_token(hash, token, at);
         }
@@ -64,7 +63,7 @@ impl TokenStore for PostgresStore {
             ", (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = tokens.agent) \
              FROM tokens ORDER BY id"
         );
-        Ok(fetch_all(&self.pool, sql, (), token_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, ()).await?)
     }
 
     async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
@@ -99,7 +98,7 @@ impl TokenStore for PostgresStore {
              (SELECT p.last_seen_ts FROM presence p WHERE p.room = $1 AND p.agent = m.agent) AS last_seen \
              FROM m GROUP BY m.agent ORDER BY m.agent COLLATE \"C\"",
         );
-        Ok(fetch_all(&self.pool, sql, (room,), member_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, (room,)).await?)
     }
 
     async fn room_agents(&self, room: &str) -> Result<Vec<String>> {
@@ -108,7 +107,7 @@ impl TokenStore for PostgresStore {
             credentials!(),
             " t WHERE t.revoked_ts IS NULL AND (t.room = $1 OR t.all_rooms OR $1 = ANY(t.also_rooms))",
         );
-        Ok(fetch_all(&self.pool, sql, (room,), first).await?)
+        Ok(fetch_all(&self.pool, sql, (room,)).await?)
     }
 
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()> {
@@ -201,6 +200,6 @@ impl TokenStore for PostgresStore {
     async fn agent_statuses(&self, room: &str) -> Result<Vec<AgentStatus>> {
         let sql = "SELECT agent, state, state_ts, attention, hook_seen_ts, push_seen_ts \
              FROM agent_status WHERE room = $1 ORDER BY agent";
-        Ok(fetch_all(&self.pool, sql, (room,), agent_status_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, (room,)).await?)
     }
 }

@@ -7,9 +7,8 @@
 
 use async_trait::async_trait;
 
-use super::rows::{exec, fetch_all, fetch_one, fetch_opt, first};
+use super::rows::{exec, fetch_all, fetch_one, fetch_opt};
 use super::{PostgresStore, store_record, text_error};
-use crate::db::rows::{inbound_from_row, stuck_task_from_row, webhook_from_row};
 use crate::domain::model::{Event, Record, Written};
 use crate::domain::store::webhooks::{
     Inbound, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
@@ -28,13 +27,13 @@ impl WebhookStore for PostgresStore {
         // The kinds are JSON text, as on SQLite.
         let events = serde_json::to_string(&h.events).unwrap_or_else(|_| "[]".into());
         let args = (&h.room, &h.url, &h.format, events, &h.secret, now);
-        let hook = fetch_one(&self.pool, sql, args, webhook_from_row).await;
+        let hook = fetch_one(&self.pool, sql, args).await;
         Ok(hook.map_err(text_error)?)
     }
 
     async fn list_webhooks(&self) -> Result<Vec<Webhook>> {
         let sql = concat!("SELECT ", webhook_columns!(), " FROM webhooks ORDER BY id");
-        Ok(fetch_all(&self.pool, sql, (), webhook_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, ()).await?)
     }
 
     async fn delete_webhook(&self, id: i64) -> Result<bool> {
@@ -63,7 +62,7 @@ impl WebhookStore for PostgresStore {
             webhook_columns!()
         );
         let args = (owner, now, until, limit);
-        Ok(fetch_all(&self.pool, sql, args, webhook_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, args).await?)
     }
 
     async fn save_webhook(&self, id: i64, owner: &str, p: &Progress) -> Result<bool> {
@@ -99,9 +98,7 @@ impl WebhookStore for PostgresStore {
             &i.secret_hash,
             i.created_ts,
         );
-        Ok(fetch_one(&self.pool, sql, args, first)
-            .await
-            .map_err(text_error)?)
+        Ok(fetch_one(&self.pool, sql, args).await.map_err(text_error)?)
     }
 
     async fn inbound_by_key(&self, key: &str) -> Result<Option<Inbound>> {
@@ -110,7 +107,7 @@ impl WebhookStore for PostgresStore {
             inbound_columns!(),
             " FROM inbound_hooks WHERE key = $1"
         );
-        let found = fetch_opt(&self.pool, sql, (key,), inbound_from_row).await;
+        let found = fetch_opt(&self.pool, sql, (key,)).await;
         Ok(found.map_err(text_error)?)
     }
 
@@ -120,7 +117,7 @@ impl WebhookStore for PostgresStore {
             inbound_columns!(),
             " FROM inbound_hooks ORDER BY id"
         );
-        Ok(fetch_all(&self.pool, sql, (), inbound_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, ()).await?)
     }
 
     async fn delete_inbound(&self, key: &str) -> Result<bool> {
@@ -144,7 +141,7 @@ impl WebhookStore for PostgresStore {
              WHERE act < $1 \
                 AND NOT EXISTS (SELECT 1 FROM task_stuck s WHERE s.task_id = x.id AND s.activity_ts = x.act) \
              ORDER BY id LIMIT $2";
-        Ok(fetch_all(&self.pool, sql, (before, limit), stuck_task_from_row).await?)
+        Ok(fetch_all(&self.pool, sql, (before, limit)).await?)
     }
 
     async fn record_stuck(

@@ -39,17 +39,13 @@ impl AuditStore for SqliteStore {
     }
 
     async fn admin_log(&self, limit: i64) -> Result<Vec<AdminLogEntry>> {
-        self.read(|c| {
-            rows(
-                c,
-                concat!(
-                    "SELECT ",
-                    admin_log_columns!(),
-                    " FROM admin_log ORDER BY id DESC LIMIT ?1"
-                ),
-                [limit],
-                |r| admin_log_from_row(r),
-            )
-        })
+        self.read_rows(
+            concat!(
+                "SELECT ",
+                admin_log_columns!(),
+                " FROM admin_log ORDER BY id DESC LIMIT ?1"
+            ),
+            [limit],
+        )
     }
 }

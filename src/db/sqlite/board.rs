@@ -15,13 +15,6 @@ fn fill_deps(c: &Connection, tasks: &mut [Task]) -> Result<()> {
          LEFT JOIN tasks t ON t.id = d.depends_on \
          WHERE d.task_id IN (SELECT value FROM json_each(?1)) ORDER BY d.depends_on",
         [ids],
-        |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, Option<String>>(2)?,
-            ))
-        },
     )?;
     attach_deps(tasks, deps);
     Ok(())
@@ -33,7 +26,7 @@ fn load_task(c: &Connection, room: &str, id: i64) -> Result<Option<Task>> {
         task_columns!(),
         " FROM tasks WHERE id = ?1 AND room = ?2"
     );
-    let Some(found) = row(c, sql, params![id, room], |r| task_from_row(r))? else {
+    let Some(found) = row(c, sql, params![id, room])? else {
         return Ok(None);
     };
     let mut tasks = [found];
@@ -89,7 +82,7 @@ impl BoardStore for SqliteStore {
         record: Record,
     ) -> Result<(Task, Vec<Event>)> {
         self.write(|c| {
-            let id: i64 = row(
+            let id: i64 = insert(
                 c,
                 "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
                  priority, required_skill, needs_review) \
@@ -106,9 +99,7 @@ impl BoardStore for SqliteStore {
                     t.required_skill,
                     t.needs_review
                 ],
-                |r| r.get(0),
-            )?
-            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
+            )?;
             for dep in &t.depends_on {
                 exec(
                     c,
@@ -162,7 +153,6 @@ impl BoardStore for SqliteStore {
                     q.before_id.unwrap_or(i64::MAX),
                     q.limit
                 ],
-                |r| task_from_row(r),
             )?;
             fill_deps(&tx, &mut tasks)?;
             tx.finish()?;
@@ -176,7 +166,6 @@ impl BoardStore for SqliteStore {
                 c,
                 "SELECT status, COUNT(*) FROM tasks WHERE room = ?1 GROUP BY status",
                 [room],
-                |r| Ok((r.get(0)?, r.get(1)?)),
             )?))
         })
     }
@@ -219,7 +208,6 @@ impl BoardStore for SqliteStore {
                     tx,
                     "INSERT INTO notes (task_id, room, ts, author, body) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
                     params![id, room, now, c.record.actor, body],
-                    |r| r.get(0),
                 )?;
             }
             let events = store_record(tx, room, c.record, &written)?;
@@ -232,9 +220,7 @@ impl BoardStore for SqliteStore {
     }
 
     async fn lapsed_leases(&self, now: i64) -> Result<Vec<(String, i64)>> {
-        self.read(|c| {
-            rows(
-                c,
+        self.read_rows(
                 "SELECT room, id FROM tasks WHERE lease_expires_ts IS NOT NULL AND lease_expires_ts <= ?1 \
                  AND status IN (?2, ?3) LIMIT 500",
                 params![
@@ -242,24 +228,18 @@ impl BoardStore for SqliteStore {
                     Status::LEASED[0].as_str(),
                     Status::LEASED[1].as_str()
                 ],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-        })
+        )
     }
 
     async fn notes(&self, task_id: i64) -> Result<Vec<Note>> {
-        self.read(|c| {
-            rows(
-                c,
-                concat!(
-                    "SELECT ",
-                    note_columns!(),
-                    " FROM notes WHERE task_id = ?1 ORDER BY id"
-                ),
-                [task_id],
-                |r| note_from_row(r),
-            )
-        })
+        self.read_rows(
+            concat!(
+                "SELECT ",
+                note_columns!(),
+                " FROM notes WHERE task_id = ?1 ORDER BY id"
+            ),
+            [task_id],
+        )
     }
 
     async fn my_mentions(
@@ -269,14 +249,10 @@ impl BoardStore for SqliteStore {
         since_id: i64,
         limit: i64,
     ) -> Result<Vec<Mention>> {
-        self.read(|c| {
-            rows(
-                c,
-                MY_MENTIONS,
-                params![room, agent, super::mentions_after(since_id), limit],
-                |r| mention_from_row(r),
-            )
-        })
+        self.read_rows(
+            MY_MENTIONS,
+            params![room, agent, super::mentions_after(since_id), limit],
+        )
     }
 
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>> {
@@ -296,64 +272,33 @@ impl BoardStore for SqliteStore {
         let room = room.to_owned();
         // Full-text ranking grows with the room: off the async workers.
         self.read_blocking(move |c| {
-            let found = within_search_time(c, |c| {
+            let found: Vec<(i64, String)> = within_search_time(c, |c| {
                 rows(
                     c,
                     "SELECT s.rowid AS rid, snippet(search_fts, 0, '[', ']', '…', 12) AS snippet \
                      FROM search_fts s WHERE search_fts MATCH ?1 AND s.room = ?2 ORDER BY rank LIMIT ?3",
                     params![query, room, limit],
-                    |r| Ok((r.get::<_, i64>("rid")?, r.get::<_, String>("snippet")?)),
                 )
             })?;
             let mut hits = Vec::with_capacity(found.len());
             for (rid, snippet) in found {
-                let (kind, id) = (rid % 4, rid / 4);
-                let hit = match kind {
-                    1 => row(c, "SELECT author, ts FROM messages WHERE id = ?1", [id], |m| {
-                        Ok(SearchHit {
-                            kind: "message".into(),
-                            message_id: Some(id),
-                            task_id: None,
-                            note_id: None,
-                            author: m.get("author")?,
-                            ts: m.get("ts")?,
-                            snippet: snippet.clone(),
-                        })
-                    })?,
-                    2 => row(
-                        c,
-                        "SELECT created_by, created_ts FROM tasks WHERE id = ?1",
-                        [id],
-                        |t| {
-                            Ok(SearchHit {
-                                kind: "task".into(),
-                                message_id: None,
-                                task_id: Some(id),
-                                note_id: None,
-                                author: t.get("created_by")?,
-                                ts: t.get("created_ts")?,
-                                snippet: snippet.clone(),
-                            })
-                        },
-                    )?,
-                    _ => row(
-                        c,
-                        "SELECT task_id, author, ts FROM notes WHERE id = ?1",
-                        [id],
-                        |n| {
-                            Ok(SearchHit {
-                                kind: "note".into(),
-                                message_id: None,
-                                task_id: n.get("task_id")?,
-                                note_id: Some(id),
-                                author: n.get("author")?,
-                                ts: n.get("ts")?,
-                                snippet: snippet.clone(),
-                            })
-                        },
-                    )?,
+                let id = rid / 4;
+                let (kind, sql) = match rid % 4 {
+                    1 => ("message", "SELECT NULL, author, ts FROM messages WHERE id = ?1"),
+                    2 => ("task", "SELECT id, created_by, created_ts FROM tasks WHERE id = ?1"),
+                    _ => ("note", "SELECT task_id, author, ts FROM notes WHERE id = ?1"),
                 };
-                hits.extend(hit);
+                if let Some((task_id, author, ts)) = row(c, sql, [id])? {
+                    hits.push(SearchHit {
+                        kind: kind.into(),
+                        message_id: (kind == "message").then_some(id),
+                        task_id,
+                        note_id: (kind == "note").then_some(id),
+                        author,
+                        ts,
+                        snippet,
+                    });
+                }
             }
             Ok(hits)
         })

@@ -12,13 +12,11 @@ impl ChatStore for SqliteStore {
         record: Record,
     ) -> Result<(Message, Event)> {
         self.write(|c| {
-            let id: i64 = row(
+            let id: i64 = insert(
                 c,
                 "INSERT INTO messages (room, ts, author, body, reply_to) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
                 params![room, record.now, record.actor, body, reply_to],
-                |r| r.get(0),
-            )?
-            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
+            )?;
             let message = Message {
                 id,
                 room: room.to_owned(),
@@ -38,29 +36,18 @@ impl ChatStore for SqliteStore {
     }
 
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
-        self.read(|c| {
-            rows(
-                c,
-                concat!(
-                    "SELECT ",
-                    message_columns!(),
-                    " FROM messages WHERE room = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
-                ),
-                params![room, since_id, limit],
-                |r| message_from_row(r),
-            )
-        })
+        self.read_rows(
+            concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM messages WHERE room = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
+            ),
+            params![room, since_id, limit],
+        )
     }
 
     async fn message_origin(&self, id: i64) -> Result<Option<(String, String)>> {
-        self.read(|c| {
-            row(
-                c,
-                "SELECT room, author FROM messages WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-        })
+        self.read_row("SELECT room, author FROM messages WHERE id = ?1", [id])
     }
 
     async fn latest_message_id(&self, room: &str) -> Result<i64> {
@@ -69,7 +56,6 @@ impl ChatStore for SqliteStore {
                 c,
                 "SELECT COALESCE(MAX(id), 0) FROM messages WHERE room = ?1",
                 [room],
-                |r| r.get(0),
             )?
             .unwrap_or(0))
         })

@@ -31,25 +31,18 @@ fn event_page(
         c,
         "SELECT event_id FROM cursors WHERE room = ?1 AND agent = ?2",
         params![room, agent],
-        |r| r.get(0),
     )?;
     let since = cursor.unwrap_or(0);
     let window: Vec<(i64, bool)> = rows(
         c,
         EVENT_WINDOW,
         params![room, since, skip_own, agent, events::page_window(limit)],
-        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     // A window that stops short reached the room's latest event.
     let high = window.last().map_or(since, |&(id, _)| id);
     let cut = events::cut_page(since, high, &window, limit);
     let page = match cut.last_shown {
-        Some(upto) => rows(
-            c,
-            EVENTS_AFTER,
-            params![room, since, skip_own, agent, upto],
-            |r| event_from_row(r),
-        )?,
+        Some(upto) => rows(c, EVENTS_AFTER, params![room, since, skip_own, agent, upto])?,
         None => Vec::new(),
     };
     Ok((cursor, page, cut))
@@ -58,20 +51,16 @@ fn event_page(
 #[async_trait]
 impl EventStore for SqliteStore {
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
-        self.read(|c| {
-            rows(
-                c,
-                concat!(
-                    "SELECT ",
-                    event_columns!(),
-                    " FROM events WHERE room = ?1 AND id > ?2 \
+        self.read_rows(
+            concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events WHERE room = ?1 AND id > ?2 \
                  AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR task_id = ?4) \
                  ORDER BY id LIMIT ?5"
-                ),
-                params![room, f.since_id, f.kind, f.task_id, f.limit],
-                |r| event_from_row(r),
-            )
-        })
+            ),
+            params![room, f.since_id, f.kind, f.task_id, f.limit],
+        )
     }
 
     async fn latest_event_id(&self, room: &str) -> Result<i64> {
@@ -80,7 +69,6 @@ impl EventStore for SqliteStore {
                 c,
                 "SELECT COALESCE(MAX(id), 0) FROM events WHERE room = ?1",
                 [room],
-                |r| r.get(0),
             )?
             .unwrap_or(0))
         })
@@ -141,16 +129,12 @@ impl EventStore for SqliteStore {
     }
 
     async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>> {
-        self.read(|c| {
-            row(
-                c,
-                "SELECT id FROM events WHERE room = ?1 AND actor <> ?2 AND id > \
+        self.read_row(
+            "SELECT id FROM events WHERE room = ?1 AND actor <> ?2 AND id > \
                  COALESCE((SELECT event_id FROM cursors WHERE room = ?1 AND agent = ?2), 0) \
                  ORDER BY id LIMIT 1",
-                params![room, agent],
-                |r| r.get(0),
-            )
-        })
+            params![room, agent],
+        )
     }
 
     async fn cursor(&self, room: &str, agent: &str) -> Result<i64> {
@@ -159,20 +143,14 @@ impl EventStore for SqliteStore {
                 c,
                 "SELECT event_id FROM cursors WHERE room = ?1 AND agent = ?2",
                 params![room, agent],
-                |r| r.get(0),
             )?
             .unwrap_or(0))
         })
     }
 
     async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {
-        self.write(|c| {
-            Ok(exec(
-                c,
-                "UPDATE cursors SET event_id = ?4 WHERE room = ?1 AND agent = ?2 AND event_id = ?3",
-                params![room, agent, from, to],
-            )? == 1)
-        })
-        .await
+        let sql =
+            "UPDATE cursors SET event_id = ?4 WHERE room = ?1 AND agent = ?2 AND event_id = ?3";
+        Ok(self.write_exec(sql, (room, agent, from, to)).await? == 1)
     }
 }

@@ -6,7 +6,7 @@ use super::*;
 impl FileStore for SqliteStore {
     async fn put_file(&self, room: &str, f: &NewFile, record: Record) -> Result<(FileMeta, Event)> {
         self.write(|c| {
-            let id: i64 = row(
+            let id: i64 = insert(
                 c,
                 "INSERT INTO files (room, name, mime, size, sha256, content, author, ts, expires_ts, task_id) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
@@ -22,9 +22,7 @@ impl FileStore for SqliteStore {
                     f.expires_at,
                     f.task_id
                 ],
-                |r| r.get(0),
-            )?
-            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
+            )?;
             let meta = FileMeta {
                 file_id: id,
                 name: f.name.clone(),
@@ -47,51 +45,37 @@ impl FileStore for SqliteStore {
     }
 
     async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>> {
-        self.read(|c| {
-            row(
-                c,
-                concat!(
-                    "SELECT ",
-                    file_columns!(),
-                    ", content FROM files \
+        self.read_row(
+            concat!(
+                "SELECT ",
+                file_columns!(),
+                ", content FROM files \
                      WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)"
-                ),
-                params![id, room, now],
-                |r| Ok((file_from_row(r)?, r.get(9)?)),
-            )
-        })
+            ),
+            params![id, room, now],
+        )
     }
 
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>> {
-        self.read(|c| {
-            row(
-                c,
+        self.read_row(
                 concat!(
                     "SELECT ",
                     file_columns!(),
                     " FROM files WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)"
                 ),
                 params![id, room, now],
-                |r| file_from_row(r),
-            )
-        })
+        )
     }
 
     async fn file_room(&self, id: i64, now: i64) -> Result<Option<String>> {
-        self.read(|c| {
-            row(
-                c,
-                "SELECT room FROM files WHERE id = ?1 AND (expires_ts IS NULL OR expires_ts > ?2)",
-                params![id, now],
-                |r| r.get(0),
-            )
-        })
+        self.read_row(
+            "SELECT room FROM files WHERE id = ?1 AND (expires_ts IS NULL OR expires_ts > ?2)",
+            params![id, now],
+        )
     }
 
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {
-        self.read(|c| {
-            rows(
-                c,
+        self.read_rows(
                 concat!(
                     "SELECT ",
                     file_columns!(),
@@ -99,9 +83,7 @@ impl FileStore for SqliteStore {
                      WHERE room = ?1 AND (expires_ts IS NULL OR expires_ts > ?2) ORDER BY id DESC LIMIT ?3"
                 ),
                 params![room, now, limit],
-                |r| file_from_row(r),
-            )
-        })
+        )
     }
 
     async fn delete_file(&self, room: &str, id: i64, record: Record) -> Result<Option<Event>> {

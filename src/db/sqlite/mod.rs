@@ -43,7 +43,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::config::DbConfig;
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Params, Row, params};
 use serde_json::{Value, json};
 
 use super::*;
@@ -113,6 +113,21 @@ impl SqliteStore {
     /// Runs `f` on a reader connection, in place.
     fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.inner.read(f)
+    }
+
+    /// [`rows`] on a reader connection, in place.
+    fn read_rows<T: FromCols>(&self, sql: &str, params: impl Params) -> Result<Vec<T>> {
+        self.read(|c| rows(c, sql, params))
+    }
+
+    /// [`row`] on a reader connection, in place.
+    fn read_row<T: FromCols>(&self, sql: &str, params: impl Params) -> Result<Option<T>> {
+        self.read(|c| row(c, sql, params))
+    }
+
+    /// One statement as a write of its own; the rows it changed.
+    async fn write_exec(&self, sql: &str, params: impl Params + Send) -> Result<u64> {
+        self.write(|c| exec(c, sql, params)).await
     }
 
     /// Runs `f` on a reader connection on the blocking pool: for reads whose
@@ -274,33 +289,27 @@ fn parse_list(s: &str) -> Vec<String> {
     serde_json::from_str(s).unwrap_or_default()
 }
 
-/// Runs a cached statement and maps every row.
-fn rows<T, P: rusqlite::Params>(
-    c: &Connection,
-    sql: &str,
-    params: P,
-    map: impl FnMut(&Row) -> rusqlite::Result<T>,
-) -> Result<Vec<T>> {
+/// Runs a cached statement; every row, each read as a `T`.
+fn rows<T: FromCols>(c: &Connection, sql: &str, params: impl Params) -> Result<Vec<T>> {
     let mut stmt = c.prepare_cached(sql)?;
-    let out = stmt
-        .query_map(params, map)?
-        .collect::<rusqlite::Result<Vec<T>>>()?;
-    Ok(out)
+    let found = stmt.query_map(params, |r| T::from_cols(r))?;
+    Ok(found.collect::<rusqlite::Result<Vec<T>>>()?)
 }
 
-/// Runs a cached statement and maps its first row, if any.
-fn row<T, P: rusqlite::Params>(
-    c: &Connection,
-    sql: &str,
-    params: P,
-    map: impl FnOnce(&Row) -> rusqlite::Result<T>,
-) -> Result<Option<T>> {
+/// Runs a cached statement; its first row read as a `T`, if any.
+fn row<T: FromCols>(c: &Connection, sql: &str, params: impl Params) -> Result<Option<T>> {
     let mut stmt = c.prepare_cached(sql)?;
-    Ok(stmt.query_row(params, map).optional()?)
+    Ok(stmt.query_row(params, |r| T::from_cols(r)).optional()?)
+}
+
+/// Runs a cached `INSERT … RETURNING`; the row it returned.
+fn insert<T: FromCols>(c: &Connection, sql: &str, params: impl Params) -> Result<T> {
+    row(c, sql, params)?
+        .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))
 }
 
 /// Runs a cached statement that returns no rows; gives the rows changed.
-fn exec<P: rusqlite::Params>(c: &Connection, sql: &str, params: P) -> Result<u64> {
+fn exec(c: &Connection, sql: &str, params: impl Params) -> Result<u64> {
     let mut stmt = c.prepare_cached(sql)?;
     Ok(stmt.execute(params)? as u64)
 }
@@ -396,9 +405,7 @@ impl Store for SqliteStore {
     }
 
     async fn health(&self) -> Result<()> {
-        self.read(|c| {
-            row(c, "SELECT 1", [], |r| r.get::<_, i64>(0))?;
-            Ok(())
-        })
+        self.read_row::<i64>("SELECT 1", [])?;
+        Ok(())
     }
 }

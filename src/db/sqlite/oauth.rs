@@ -3,10 +3,7 @@
 use async_trait::async_trait;
 use rusqlite::params;
 
-use super::{SqliteStore, exec, json_list, row, rows};
-use crate::db::rows::{
-    auth_code_from_row, grant_record_from_row, oauth_client_from_row, oauth_token_from_row,
-};
+use super::{SqliteStore, exec, insert, json_list, row};
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
@@ -36,7 +33,7 @@ impl OAuthStore for SqliteStore {
                 params![unused_before, PRUNE_BATCH],
             )?;
             let count: i64 =
-                row(conn, "SELECT COUNT(*) FROM oauth_clients", [], |r| r.get(0))?.unwrap_or(0);
+                row(conn, "SELECT COUNT(*) FROM oauth_clients", [])?.unwrap_or(0);
             if count >= max {
                 let evicted = exec(
                     conn,
@@ -67,18 +64,14 @@ impl OAuthStore for SqliteStore {
     }
 
     async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
-        self.read(|c| {
-            row(
-                c,
-                concat!(
-                    "SELECT ",
-                    oauth_client_columns!(),
-                    " FROM oauth_clients WHERE client_id = ?1"
-                ),
-                [client_id],
-                |r| oauth_client_from_row(r),
-            )
-        })
+        self.read_row(
+            concat!(
+                "SELECT ",
+                oauth_client_columns!(),
+                " FROM oauth_clients WHERE client_id = ?1"
+            ),
+            [client_id],
+        )
     }
 
     async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()> {
@@ -128,15 +121,13 @@ impl OAuthStore for SqliteStore {
             if spent == 0 {
                 return Ok(None);
             }
-            let grant_id: i64 = row(
+            let grant_id: i64 = insert(
                 c,
                 "INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
                  SELECT ?2, ?3, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, ?4, profile \
                  FROM oauth_connect_codes WHERE hash = ?1 RETURNING id",
                 params![connect_hash, client_id, client_name, now],
-                |r| r.get(0),
-            )?
-            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))?;
+            )?;
             exec(
                 c,
                 "INSERT INTO oauth_auth_codes (hash, grant_id, client_id, redirect_uri, code_challenge, resource, created_ts, expires_ts, redirect_uri_given) \
@@ -172,7 +163,6 @@ impl OAuthStore for SqliteStore {
                     auth_code_columns!()
                 ),
                 params![hash, now],
-                |r| auth_code_from_row(r),
             )?;
             if let Some(code) = fresh {
                 return Ok(CodeTake::Fresh(code));
@@ -181,7 +171,6 @@ impl OAuthStore for SqliteStore {
                 c,
                 "SELECT grant_id FROM oauth_auth_codes WHERE hash = ?1",
                 [hash],
-                |r| r.get(0),
             )?;
             Ok(match spent {
                 Some(grant_id) => CodeTake::Replayed { grant_id },
@@ -207,51 +196,39 @@ impl OAuthStore for SqliteStore {
     }
 
     async fn oauth_token(&self, hash: &str) -> Result<Option<(OAuthTokenRecord, GrantRecord)>> {
-        self.read(|c| {
-            row(
-                c,
-                concat!(
-                    "SELECT t.grant_id, t.kind, t.expires_ts, t.spent_ts, ",
-                    grant_columns!(),
-                    " FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = ?1"
-                ),
-                [hash],
-                |r| oauth_token_from_row(r),
-            )
-        })
+        self.read_row(
+            concat!(
+                "SELECT t.grant_id, t.kind, t.expires_ts, t.spent_ts, ",
+                grant_columns!(),
+                " FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = ?1"
+            ),
+            [hash],
+        )
     }
 
     async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
-        self.read(|c| {
-            row(
-                c,
-                concat!(
-                    "SELECT ",
-                    grant_columns!(),
-                    " FROM oauth_grants g WHERE g.refresh_hash = ?1 \
+        self.read_row(
+            concat!(
+                "SELECT ",
+                grant_columns!(),
+                " FROM oauth_grants g WHERE g.refresh_hash = ?1 \
                      UNION ALL SELECT ",
-                    grant_columns!(),
-                    " FROM oauth_grants g WHERE g.refresh_prev_hash = ?1 LIMIT 1"
-                ),
-                [hash],
-                |r| grant_record_from_row(r),
-            )
-        })
+                grant_columns!(),
+                " FROM oauth_grants g WHERE g.refresh_prev_hash = ?1 LIMIT 1"
+            ),
+            [hash],
+        )
     }
 
     async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
-        self.read(|c| {
-            row(
-                c,
-                concat!(
-                    "SELECT ",
-                    grant_columns!(),
-                    " FROM oauth_grants g WHERE g.id = ?1"
-                ),
-                [id],
-                |r| grant_record_from_row(r),
-            )
-        })
+        self.read_row(
+            concat!(
+                "SELECT ",
+                grant_columns!(),
+                " FROM oauth_grants g WHERE g.id = ?1"
+            ),
+            [id],
+        )
     }
 
     async fn oauth_rotate_refresh(&self, rot: &Rotation) -> Result<bool> {
@@ -281,62 +258,35 @@ impl OAuthStore for SqliteStore {
     }
 
     async fn oauth_revoke_grant(&self, grant_id: i64, now: i64) -> Result<bool> {
-        self.write(|c| {
-            Ok(exec(
-                c,
-                "UPDATE oauth_grants SET revoked_ts = ?2 WHERE id = ?1 AND revoked_ts IS NULL",
-                params![grant_id, now],
-            )? == 1)
-        })
-        .await
+        let sql = "UPDATE oauth_grants SET revoked_ts = ?2 WHERE id = ?1 AND revoked_ts IS NULL";
+        Ok(self.write_exec(sql, (grant_id, now)).await? == 1)
     }
 
     async fn oauth_revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
-        self.write(|c| {
-            exec(
-                c,
-                "UPDATE oauth_grants SET revoked_ts = ?2 WHERE agent = ?1 AND revoked_ts IS NULL",
-                params![agent, now],
-            )
-        })
-        .await
+        let sql = "UPDATE oauth_grants SET revoked_ts = ?2 WHERE agent = ?1 AND revoked_ts IS NULL";
+        self.write_exec(sql, (agent, now)).await
     }
 
     async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
-        self.read(|c| {
-            rows(
-                c,
-                concat!(
-                    "SELECT ",
-                    grant_columns!(),
-                    " FROM oauth_grants g ORDER BY g.id"
-                ),
-                [],
-                |r| grant_record_from_row(r),
-            )
-        })
+        self.read_rows(
+            concat!(
+                "SELECT ",
+                grant_columns!(),
+                " FROM oauth_grants g ORDER BY g.id"
+            ),
+            [],
+        )
     }
 
     async fn oauth_purge_grants(&self, revoked_before: i64) -> Result<u64> {
-        self.write(|c| {
-            exec(
-                c,
-                "DELETE FROM oauth_grants WHERE revoked_ts IS NOT NULL AND revoked_ts <= ?1",
-                [revoked_before],
-            )
-        })
-        .await
+        let sql = "DELETE FROM oauth_grants WHERE revoked_ts IS NOT NULL AND revoked_ts <= ?1";
+        self.write_exec(sql, [revoked_before]).await
     }
 
     async fn oauth_key(&self, name: &str, fresh: &str) -> Result<String> {
-        if let Some(key) = self.read(|c| {
-            row(
-                c,
-                "SELECT value FROM oauth_keys WHERE name = ?1",
-                [name],
-                |r| r.get(0),
-            )
-        })? {
+        if let Some(key) =
+            self.read(|c| row(c, "SELECT value FROM oauth_keys WHERE name = ?1", [name]))?
+        {
             return Ok(key);
         }
         let now = crate::clock::now_ms();
@@ -346,7 +296,7 @@ impl OAuthStore for SqliteStore {
                 "INSERT INTO oauth_keys (name, value, created_ts) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
                 params![name, fresh, now],
             )?;
-            row(c, "SELECT value FROM oauth_keys WHERE name = ?1", [name], |r| r.get(0))?
+            row(c, "SELECT value FROM oauth_keys WHERE name = ?1", [name])?
                 .ok_or_else(|| Error::internal(anyhow::anyhow!("the key {name} was not stored")))
         })
         .await

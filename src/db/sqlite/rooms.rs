@@ -54,14 +54,10 @@ impl RoomStore for SqliteStore {
     }
 
     async fn get_room(&self, name: &str) -> Result<Option<Room>> {
-        self.read(|c| {
-            row(
-                c,
-                concat!("SELECT ", room_columns!(), " FROM rooms WHERE name = ?1"),
-                [name],
-                |r| room_from_row(r),
-            )
-        })
+        self.read_row(
+            concat!("SELECT ", room_columns!(), " FROM rooms WHERE name = ?1"),
+            [name],
+        )
     }
 
     async fn list_rooms(&self, now: i64) -> Result<Vec<RoomSummary>> {
@@ -81,7 +77,6 @@ impl RoomStore for SqliteStore {
                     Status::OPEN[2].as_str(),
                     Status::OPEN[3].as_str()
                 ],
-                |r| room_summary_from_row(r),
             )
         })
         .await
@@ -100,7 +95,6 @@ impl RoomStore for SqliteStore {
                  repo_url = COALESCE(?3, repo_url), onboarding_notes = COALESCE(?4, onboarding_notes) \
                  WHERE name = ?1 RETURNING ", room_columns!()),
                 params![room, info.description, info.repo_url, info.onboarding_notes],
-                |r| room_from_row(r),
             )?
             else {
                 return Ok(None);
@@ -166,14 +160,8 @@ impl RoomStore for SqliteStore {
     }
 
     async fn prune(&self, now: i64) -> Result<PruneCount> {
-        let rooms = self.read(|c| {
-            rows(
-                c,
-                "SELECT name, retention_days FROM rooms WHERE retention_days > 0",
-                [],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
-            )
-        })?;
+        let sql = "SELECT name, retention_days FROM rooms WHERE retention_days > 0";
+        let rooms: Vec<(String, i64)> = self.read_rows(sql, [])?;
         let mut total = PruneCount::default();
         // One transaction a room, so writers get their turn in between.
         for (room, days) in rooms {

@@ -16,7 +16,7 @@ macro_rules! credentials {
 impl TokenStore for SqliteStore {
     async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
         self.write(|c| {
-            let id = row(
+            insert(
                 c,
                 "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
@@ -33,83 +33,52 @@ impl TokenStore for SqliteStore {
                     now,
                     t.grant.profile.as_str()
                 ],
-                |r| r.get(0),
-            )?;
-            id.ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))
+            )
         })
         .await
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
-        self.read(|c| {
-            row(
-                c,
-                concat!(
-                    "SELECT ",
-                    token_columns!(),
-                    ", NULL FROM tokens WHERE hash = ?1"
-                ),
-                [hash],
-                |r| token_from_row(r),
-            )
-        })
+        self.read_row(
+            concat!(
+                "SELECT ",
+                token_columns!(),
+                ", NULL FROM tokens WHERE hash = ?1"
+            ),
+            [hash],
+        )
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
-        self.read(|c| {
-            rows(
-                c,
-                concat!(
-                    "SELECT ",
-                    token_columns!(),
-                    ", \
+        self.read_rows(
+            concat!(
+                "SELECT ",
+                token_columns!(),
+                ", \
                  (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = tokens.agent) \
                  FROM tokens ORDER BY id"
-                ),
-                [],
-                |r| token_from_row(r),
-            )
-        })
+            ),
+            [],
+        )
     }
 
     async fn revoke_agent(&self, agent: &str, now: i64) -> Result<u64> {
-        self.write(|c| {
-            exec(
-                c,
-                "UPDATE tokens SET revoked_ts = ?2 WHERE agent = ?1 AND revoked_ts IS NULL",
-                params![agent, now],
-            )
-        })
-        .await
+        let sql = "UPDATE tokens SET revoked_ts = ?2 WHERE agent = ?1 AND revoked_ts IS NULL";
+        self.write_exec(sql, (agent, now)).await
     }
 
     async fn revoke_token(&self, id: i64, now: i64) -> Result<bool> {
-        self.write(|c| {
-            exec(
-                c,
-                "UPDATE tokens SET revoked_ts = ?2 WHERE id = ?1 AND revoked_ts IS NULL",
-                params![id, now],
-            )
-        })
-        .await
-        .map(|n| n == 1)
+        let sql = "UPDATE tokens SET revoked_ts = ?2 WHERE id = ?1 AND revoked_ts IS NULL";
+        self.write_exec(sql, (id, now)).await.map(|n| n == 1)
     }
 
     async fn purge_tokens(&self, revoked_before: i64) -> Result<u64> {
-        self.write(|c| {
-            exec(
-                c,
-                "DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= ?1",
-                [revoked_before],
-            )
-        })
-        .await
+        let sql = "DELETE FROM tokens WHERE revoked_ts IS NOT NULL AND revoked_ts <= ?1";
+        self.write_exec(sql, [revoked_before]).await
     }
 
     async fn members(&self, room: &str) -> Result<Vec<Member>> {
-        self.read(|c| {
-            rows(
-                c,
+        self.read_rows(
                 concat!(
                 "SELECT t.agent, MAX(t.lead) AS lead, MIN(t.readonly) AS readonly, MAX(t.admin) AS admin, \
                  t.skills, (SELECT p.last_seen_ts FROM presence p WHERE p.room = ?1 AND p.agent = t.agent) AS last_seen \
@@ -119,25 +88,19 @@ impl TokenStore for SqliteStore {
                     OR (t.all_rooms = 1 AND EXISTS (SELECT 1 FROM presence p WHERE p.room = ?1 AND p.agent = t.agent))) \
                  GROUP BY t.agent ORDER BY t.agent"),
                 [room],
-                |r| member_from_row(r),
-            )
-        })
+        )
     }
 
     async fn room_agents(&self, room: &str) -> Result<Vec<String>> {
-        self.read(|c| {
-            rows(
-                c,
-                concat!(
-                    "SELECT DISTINCT lower(t.agent) FROM ",
-                    credentials!(),
-                    " t WHERE t.revoked_ts IS NULL AND (t.room = ?1 OR t.all_rooms = 1 \
+        self.read_rows(
+            concat!(
+                "SELECT DISTINCT lower(t.agent) FROM ",
+                credentials!(),
+                " t WHERE t.revoked_ts IS NULL AND (t.room = ?1 OR t.all_rooms = 1 \
                     OR EXISTS (SELECT 1 FROM json_each(t.also_rooms) j WHERE j.value = ?1))"
-                ),
-                [room],
-                |r| r.get(0),
-            )
-        })
+            ),
+            [room],
+        )
     }
 
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()> {
@@ -170,16 +133,10 @@ impl TokenStore for SqliteStore {
     }
 
     async fn save_agent_state(&self, room: &str, agent: &str, state: &str, ts: i64) -> Result<()> {
-        self.write(|c| {
-            exec(
-                c,
-                "INSERT INTO agent_status (room, agent, state, state_ts) VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (room, agent) DO UPDATE SET state = excluded.state, state_ts = excluded.state_ts",
-                params![room, agent, state, ts],
-            )?;
-            Ok(())
-        })
-        .await
+        let sql = "INSERT INTO agent_status (room, agent, state, state_ts) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (room, agent) DO UPDATE SET state = excluded.state, state_ts = excluded.state_ts";
+        self.write_exec(sql, (room, agent, state, ts)).await?;
+        Ok(())
     }
 
     async fn save_attention(
@@ -189,16 +146,10 @@ impl TokenStore for SqliteStore {
         attention: &str,
         ts: i64,
     ) -> Result<()> {
-        self.write(|c| {
-            exec(
-                c,
-                "INSERT INTO agent_status (room, agent, attention, attention_ts) VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (room, agent) DO UPDATE SET attention = excluded.attention, attention_ts = excluded.attention_ts",
-                params![room, agent, attention, ts],
-            )?;
-            Ok(())
-        })
-        .await
+        let sql = "INSERT INTO agent_status (room, agent, attention, attention_ts) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (room, agent) DO UPDATE SET attention = excluded.attention, attention_ts = excluded.attention_ts";
+        self.write_exec(sql, (room, agent, attention, ts)).await?;
+        Ok(())
     }
 
     async fn save_reach_marks(&self, marks: &[ReachMark]) -> Result<()> {
@@ -219,14 +170,10 @@ impl TokenStore for SqliteStore {
     }
 
     async fn agent_statuses(&self, room: &str) -> Result<Vec<AgentStatus>> {
-        self.read(|c| {
-            rows(
-                c,
-                "SELECT agent, state, state_ts, attention, NULLIF(hook_seen_ts, 0), push_seen_ts \
+        self.read_rows(
+            "SELECT agent, state, state_ts, attention, NULLIF(hook_seen_ts, 0), push_seen_ts \
                  FROM agent_status WHERE room = ?1 ORDER BY agent",
-                [room],
-                |r| agent_status_from_row(r),
-            )
-        })
+            [room],
+        )
     }
 }

@@ -4,19 +4,18 @@
 use async_trait::async_trait;
 use rusqlite::params;
 
-use super::{SqliteStore, exec, json_list, row, rows, store_record};
-use crate::db::rows::{inbound_from_row, stuck_task_from_row, webhook_from_row};
+use super::{SqliteStore, exec, insert, json_list, rows, store_record};
 use crate::domain::model::{Event, Record, Written};
 use crate::domain::store::webhooks::{
     Inbound, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 #[async_trait]
 impl WebhookStore for SqliteStore {
     async fn insert_webhook(&self, h: &NewWebhook, now: i64) -> Result<Webhook> {
         self.write(|c| {
-            row(
+            insert(
                 c,
                 concat!(
                     "INSERT INTO webhooks (room, url, format, events, secret, created_ts, cursor) \
@@ -25,22 +24,16 @@ impl WebhookStore for SqliteStore {
                     webhook_columns!()
                 ),
                 params![h.room, h.url, h.format, json_list(&h.events), h.secret, now],
-                |r| webhook_from_row(r),
-            )?
-            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))
+            )
         })
         .await
     }
 
     async fn list_webhooks(&self) -> Result<Vec<Webhook>> {
-        self.read(|c| {
-            rows(
-                c,
-                concat!("SELECT ", webhook_columns!(), " FROM webhooks ORDER BY id"),
-                [],
-                |r| webhook_from_row(r),
-            )
-        })
+        self.read_rows(
+            concat!("SELECT ", webhook_columns!(), " FROM webhooks ORDER BY id"),
+            [],
+        )
     }
 
     async fn delete_webhook(&self, id: i64) -> Result<bool> {
@@ -49,15 +42,9 @@ impl WebhookStore for SqliteStore {
     }
 
     async fn resume_webhook(&self, id: i64) -> Result<bool> {
-        self.write(|c| {
-            Ok(exec(
-                c,
-                "UPDATE webhooks SET paused = 0, failures = 0, attempts = 0, next_ts = 0, \
-                 first_fail_ts = NULL WHERE id = ?1",
-                [id],
-            )? > 0)
-        })
-        .await
+        let sql = "UPDATE webhooks SET paused = 0, failures = 0, attempts = 0, next_ts = 0, \
+                 first_fail_ts = NULL WHERE id = ?1";
+        Ok(self.write_exec(sql, [id]).await? > 0)
     }
 
     async fn claim_webhooks(
@@ -79,7 +66,6 @@ impl WebhookStore for SqliteStore {
                     webhook_columns!()
                 ),
                 params![owner, now, until, limit],
-                |r| webhook_from_row(r),
             )
         })
         .await
@@ -114,7 +100,7 @@ impl WebhookStore for SqliteStore {
 
     async fn insert_inbound(&self, i: &Inbound) -> Result<i64> {
         self.write(|c| {
-            row(
+            insert(
                 c,
                 "INSERT INTO inbound_hooks (key, room, agent, secret, secret_hash, created_ts) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
@@ -126,41 +112,31 @@ impl WebhookStore for SqliteStore {
                     i.secret_hash,
                     i.created_ts
                 ],
-                |r| r.get(0),
-            )?
-            .ok_or_else(|| Error::internal(anyhow::anyhow!("INSERT … RETURNING gave no row")))
+            )
         })
         .await
     }
 
     async fn inbound_by_key(&self, key: &str) -> Result<Option<Inbound>> {
-        self.read(|c| {
-            row(
-                c,
-                concat!(
-                    "SELECT ",
-                    inbound_columns!(),
-                    " FROM inbound_hooks WHERE key = ?1"
-                ),
-                [key],
-                |r| inbound_from_row(r),
-            )
-        })
+        self.read_row(
+            concat!(
+                "SELECT ",
+                inbound_columns!(),
+                " FROM inbound_hooks WHERE key = ?1"
+            ),
+            [key],
+        )
     }
 
     async fn list_inbound(&self) -> Result<Vec<Inbound>> {
-        self.read(|c| {
-            rows(
-                c,
-                concat!(
-                    "SELECT ",
-                    inbound_columns!(),
-                    " FROM inbound_hooks ORDER BY id"
-                ),
-                [],
-                |r| inbound_from_row(r),
-            )
-        })
+        self.read_rows(
+            concat!(
+                "SELECT ",
+                inbound_columns!(),
+                " FROM inbound_hooks ORDER BY id"
+            ),
+            [],
+        )
     }
 
     async fn delete_inbound(&self, key: &str) -> Result<bool> {
@@ -169,21 +145,13 @@ impl WebhookStore for SqliteStore {
     }
 
     async fn touch_inbound(&self, id: i64, now: i64) -> Result<()> {
-        self.write(|c| {
-            exec(
-                c,
-                "UPDATE inbound_hooks SET last_used_ts = ?2 WHERE id = ?1",
-                params![id, now],
-            )?;
-            Ok(())
-        })
-        .await
+        let sql = "UPDATE inbound_hooks SET last_used_ts = ?2 WHERE id = ?1";
+        self.write_exec(sql, (id, now)).await?;
+        Ok(())
     }
 
     async fn stuck_tasks(&self, before: i64, limit: i64) -> Result<Vec<StuckTask>> {
-        self.read(|c| {
-            rows(
-                c,
+        self.read_rows(
                 "SELECT room, id, title, assignee, act FROM \
                     (SELECT t.room, t.id, t.title, t.assignee, \
                         MAX(t.updated_ts, \
@@ -194,9 +162,7 @@ impl WebhookStore for SqliteStore {
                     AND NOT EXISTS (SELECT 1 FROM task_stuck s WHERE s.task_id = x.id AND s.activity_ts = x.act) \
                  ORDER BY id LIMIT ?2",
                 params![before, limit],
-                |r| stuck_task_from_row(r),
-            )
-        })
+        )
     }
 
     async fn record_stuck(
