@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 use crate::clock::now_ms;
 use crate::domain::Core;
 use crate::domain::model::{Event, EventFilter};
-use crate::domain::store::webhooks::{Progress, Webhook};
+use crate::domain::store::webhooks::{Lease, Progress, Webhook};
 use crate::domain::webhooks::{
     ATTEMPT_TIMEOUT, GIVE_UP_AFTER_MS, PAUSE_AFTER, backoff_ms, is_own_address, wants,
 };
@@ -112,11 +112,12 @@ pub async fn run(core: Core, listen: SocketAddr) {
         if due {
             next_due = None;
         }
-        match core
-            .store
-            .claim_webhooks(&owner, now, now + LEASE_MS, room)
-            .await
-        {
+        let lease = Lease {
+            owner: &owner,
+            now,
+            until: now + LEASE_MS,
+        };
+        match core.store.claim_webhooks(lease, room).await {
             Ok(hooks) => {
                 for hook in hooks {
                     let (core, client, owner) = (core.clone(), client.clone(), owner.clone());

@@ -13,6 +13,7 @@ use chatroom::clock::Clock;
 use chatroom::db;
 use chatroom::domain::chat::message_record;
 use chatroom::domain::model::*;
+use chatroom::domain::store::CursorRead;
 use chatroom::domain::store::prelude::*;
 use chatroom::domain::{Call, Core, Settings, rooms};
 use common::{Grant, PgDatabase, pg_server};
@@ -84,6 +85,23 @@ fn new_task(title: &str, depends_on: Vec<i64>) -> NewTask {
         priority: "normal".into(),
         required_skill: None,
         needs_review: false,
+    }
+}
+
+/// A read after `agent`'s cursor in `room`.
+fn cursor_read<'a>(
+    room: &'a str,
+    agent: &'a str,
+    limit: i64,
+    advance: bool,
+    skip_own: bool,
+) -> CursorRead<'a> {
+    CursorRead {
+        room,
+        agent,
+        limit,
+        advance,
+        skip_own,
     }
 }
 
@@ -445,20 +463,20 @@ async fn chat_events_and_cursors() {
             Some(all[1].id)
         );
         let peek = s
-            .events_after_cursor("lobby", "alice", 10, false, true)
+            .events_after_cursor(cursor_read("lobby", "alice", 10, false, true))
             .await
             .unwrap();
         assert!(peek.first_look, "{n}");
         assert_eq!(peek.events.len(), 1, "{n}: own events skipped");
         assert_eq!(s.cursor("lobby", "alice").await.unwrap(), 0, "{n}");
         let page = s
-            .events_after_cursor("lobby", "alice", 1, true, false)
+            .events_after_cursor(cursor_read("lobby", "alice", 1, true, false))
             .await
             .unwrap();
         assert_eq!((page.events.len(), page.remaining), (1, 1), "{n}");
         assert_eq!(s.cursor("lobby", "alice").await.unwrap(), all[0].id, "{n}");
         let page = s
-            .events_after_cursor("lobby", "alice", 10, true, false)
+            .events_after_cursor(cursor_read("lobby", "alice", 10, true, false))
             .await
             .unwrap();
         assert!(!page.first_look, "{n}");
@@ -1073,7 +1091,7 @@ async fn one_cursor_read_by_many_at_once_shows_each_event_once() {
                     let done = !writing.load(Ordering::SeqCst);
                     // Half leave carol's own events out, as the hook does.
                     let page = s
-                        .events_after_cursor("shared", "carol", 7, true, r % 2 == 0)
+                        .events_after_cursor(cursor_read("shared", "carol", 7, true, r % 2 == 0))
                         .await
                         .unwrap_or_else(|e| panic!("reader {r}: {e}"));
                     let ids: Vec<(i64, String)> = page
@@ -1141,7 +1159,7 @@ async fn remaining_is_exact_then_capped() {
         s.create_room(&room("deep"), NOW).await.unwrap();
         post_many(&s, "deep", "alice", 30).await;
         post_many(&s, "deep", "carol", 5).await;
-        let peek = |own| s.events_after_cursor("deep", "carol", 10, false, own);
+        let peek = |own| s.events_after_cursor(cursor_read("deep", "carol", 10, false, own));
         let all = peek(false).await.unwrap();
         assert_eq!(
             (all.events.len(), all.remaining, all.remaining_more),
@@ -1167,7 +1185,7 @@ async fn remaining_is_exact_then_capped() {
         let mut seen = 0;
         loop {
             let page = s
-                .events_after_cursor("deep", "carol", 200, true, false)
+                .events_after_cursor(cursor_read("deep", "carol", 200, true, false))
                 .await
                 .unwrap();
             seen += page.events.len() as i64;

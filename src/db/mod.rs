@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use crate::domain::limits;
 use crate::domain::model::*;
+use crate::domain::store::CursorRead;
 use crate::domain::store::prelude::*;
 use crate::error::Result;
 use rows::*;
@@ -43,6 +44,36 @@ fn search_too_slow() -> crate::error::Error {
 /// over every mention the agent ever had.
 fn mentions_after(since_id: i64) -> i64 {
     if since_id == 0 { -1 } else { since_id }
+}
+
+/// The event `e` of a write by `actor` in `room` at `now`, as stored with
+/// `id` (both backends answer a write with its stored events).
+fn stored_event(room: &str, now: i64, actor: &str, e: NewEvent, id: i64) -> Event {
+    Event {
+        id,
+        room: room.to_owned(),
+        ts: now,
+        kind: e.kind.as_str().to_owned(),
+        actor: actor.to_owned(),
+        task_id: e.task_id,
+        message_id: e.message_id,
+        detail: e.detail,
+    }
+}
+
+/// The metadata of file `f`, stored with `id` by the record's actor.
+fn stored_file(id: i64, f: &NewFile, record: &Record) -> FileMeta {
+    FileMeta {
+        file_id: id,
+        name: f.name.clone(),
+        sha256: f.sha256.clone(),
+        size: f.content.len() as i64,
+        mime: f.mime.clone(),
+        author: record.actor.clone(),
+        ts: record.now,
+        expires_at: f.expires_at,
+        task_id: f.task_id,
+    }
 }
 
 /// The broken build that `tests/history` must catch, in `history-fault`

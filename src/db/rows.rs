@@ -93,6 +93,14 @@ impl<A: FromCols, B: FromCols, C: FromCols> FromCols for (A, B, C) {
 // by name costs a string search per value on SQLite). Macros, so that each
 // backend's statements stay `concat!`ed constants.
 
+/// `SELECT` the columns of a list, then the rest of the statement:
+/// `select!(room_columns, " FROM rooms WHERE name = ?1")`.
+macro_rules! select {
+    ($columns:ident, $($rest:expr),+ $(,)?) => {
+        concat!("SELECT ", $columns!(), $($rest),+)
+    };
+}
+
 macro_rules! room_columns {
     () => {
         "name, description, repo_url, onboarding_notes, retention_days"
@@ -258,7 +266,6 @@ impl FromCols for Message {
 impl FromCols for Event {
     const WIDTH: usize = 8;
     fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
-        let detail: String = r.col(7)?;
         Ok(Event {
             id: r.col(0)?,
             room: r.col(1)?,
@@ -267,7 +274,7 @@ impl FromCols for Event {
             actor: r.col(4)?,
             task_id: r.col(5)?,
             message_id: r.col(6)?,
-            detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::Null),
+            detail: serde_json::from_str(&r.col::<String>(7)?).unwrap_or(serde_json::Value::Null),
         })
     }
 }
@@ -293,14 +300,12 @@ impl FromCols for FileMeta {
 impl FromCols for Task {
     const WIDTH: usize = 16;
     fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
-        let status: String = r.col(4)?;
         Ok(Task {
             id: r.col(0)?,
             room: r.col(1)?,
             title: r.col(2)?,
             body: r.col(3)?,
-            status: Status::parse(&status)
-                .map_err(|_| r.bad(4, format!("task has unknown status {status:?}")))?,
+            status: status_at(r, 4)?,
             assignee: r.col(5)?,
             depends_on: Vec::new(),
             blocked_by_unfinished: Vec::new(),
@@ -316,6 +321,12 @@ impl FromCols for Task {
             lease_expires_ts: r.col(15)?,
         })
     }
+}
+
+/// The task status at `i`; one the model does not know is an error.
+fn status_at<R: Cols + ?Sized>(r: &R, i: usize) -> Result<Status, R::Error> {
+    let status: String = r.col(i)?;
+    Status::parse(&status).map_err(|_| r.bad(i, format!("task has unknown status {status:?}")))
 }
 
 /// Adds each `(task_id, depends_on, its status)` to its task: every
@@ -472,14 +483,13 @@ impl FromCols for OAuthTokenRecord {
 impl FromCols for Webhook {
     const WIDTH: usize = 16;
     fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
-        // The kinds are JSON text on both backends.
-        let events: String = r.col(4)?;
         Ok(Webhook {
             id: r.col(0)?,
             room: r.col(1)?,
             url: r.col(2)?,
             format: r.col(3)?,
-            events: serde_json::from_str(&events).unwrap_or_default(),
+            // JSON text on both backends.
+            events: serde_json::from_str(&r.col::<String>(4)?).unwrap_or_default(),
             secret: r.col(5)?,
             created_ts: r.col(6)?,
             cursor: r.col(7)?,

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::domain::model::{Event, EventFilter, EventKind, EventPage, Room};
+use crate::domain::store::CursorRead;
 use crate::domain::{Call, Core, limits};
 use crate::error::{Error, Result};
 
@@ -257,7 +258,13 @@ impl Core {
         let room = self.room(call, room).await?;
         let read = async || {
             self.store
-                .events_after_cursor(&room.name, &call.agent, limit, advance, skip_own)
+                .events_after_cursor(CursorRead {
+                    room: &room.name,
+                    agent: &call.agent,
+                    limit,
+                    advance,
+                    skip_own,
+                })
                 .await
         };
         let mut page = read().await?;

@@ -53,11 +53,7 @@ impl Core {
                 detail,
             );
             record.task_id = Some(t.task_id);
-            if let Some(event) = self
-                .store
-                .record_stuck(&t.room, t.task_id, t.activity_ts, record)
-                .await?
-            {
+            if let Some(event) = self.store.record_stuck(&t, record).await? {
                 written += 1;
                 self.bus.publish([event]);
             }

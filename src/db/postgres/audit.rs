@@ -35,9 +35,8 @@ impl AuditStore for PostgresStore {
     }
 
     async fn admin_log(&self, limit: i64) -> Result<Vec<AdminLogEntry>> {
-        let sql = concat!(
-            "SELECT ",
-            admin_log_columns!(),
+        let sql = select!(
+            admin_log_columns,
             " FROM admin_log ORDER BY id DESC LIMIT $1"
         );
         Ok(fetch_all(&self.pool, sql, (limit,)).await?)

@@ -20,9 +20,8 @@ async fn fill_deps(conn: &mut PgConnection, tasks: &mut [Task]) -> Result<()> {
 async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Option<Task>> {
     // The task and its dependencies (those not done yet apart): one round
     // trip, as `fill_deps` gives them.
-    let sql = concat!(
-        "SELECT ",
-        task_columns!(),
+    let sql = select!(
+        task_columns,
         ", ARRAY(SELECT d.depends_on FROM task_deps d WHERE d.task_id = tasks.id \
                 ORDER BY d.depends_on) AS deps, \
             ARRAY(SELECT d.depends_on FROM task_deps d LEFT JOIN tasks u ON u.id = d.depends_on \
@@ -95,9 +94,8 @@ impl BoardStore for PostgresStore {
     async fn list_tasks(&self, room: &str, q: &TaskQuery) -> Result<Vec<Task>> {
         let statuses: Vec<&str> = q.statuses.iter().map(|s| s.as_str()).collect();
         let mut conn = self.pool.acquire().await?;
-        let sql = concat!(
-            "SELECT ",
-            task_columns!(),
+        let sql = select!(
+            task_columns,
             " FROM tasks WHERE room = $1 \
              AND (cardinality($2::text[]) = 0 OR status = ANY($2)) \
              AND ($3::text IS NULL OR assignee = $3) AND id < $4 \
@@ -171,11 +169,7 @@ impl BoardStore for PostgresStore {
     }
 
     async fn notes(&self, task_id: i64) -> Result<Vec<Note>> {
-        let sql = concat!(
-            "SELECT ",
-            note_columns!(),
-            " FROM notes WHERE task_id = $1 ORDER BY id"
-        );
+        let sql = select!(note_columns, " FROM notes WHERE task_id = $1 ORDER BY id");
         Ok(fetch_all(&self.pool, sql, (task_id,)).await?)
     }
 

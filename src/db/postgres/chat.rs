@@ -78,9 +78,8 @@ impl ChatStore for PostgresStore {
     }
 
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
-        let sql = concat!(
-            "SELECT ",
-            message_columns!(),
+        let sql = select!(
+            message_columns,
             " FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3"
         );
         let args = (room, since_id, limit);

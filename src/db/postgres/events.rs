@@ -210,9 +210,8 @@ impl EventStore for PostgresStore {
     }
 
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
-        let sql = concat!(
-            "SELECT ",
-            event_columns!(),
+        let sql = select!(
+            event_columns,
             " FROM events WHERE room = $1 AND id > $2 \
              AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR task_id = $4) \
              ORDER BY id LIMIT $5"
@@ -225,16 +224,10 @@ impl EventStore for PostgresStore {
         Ok(fetch_one(&self.pool, sql, (room,)).await?)
     }
 
-    async fn events_after_cursor(
-        &self,
-        room: &str,
-        agent: &str,
-        limit: i64,
-        advance: bool,
-        skip_own: bool,
-    ) -> Result<EventPage> {
-        if !advance {
-            let seen = cursor_page(&self.pool, room, agent, limit, skip_own).await?;
+    async fn events_after_cursor(&self, read: CursorRead<'_>) -> Result<EventPage> {
+        let (room, agent) = (read.room, read.agent);
+        if !read.advance {
+            let seen = cursor_page(&self.pool, room, agent, read.limit, read.skip_own).await?;
             let first_look = seen.cursor.is_none();
             return Ok(seen.into_page(first_look));
         }
@@ -243,11 +236,8 @@ impl EventStore for PostgresStore {
         // of all of them reading the same page first and then waiting to
         // find it taken.
         let (pool, r, a) = (self.pool.clone(), room.to_owned(), agent.to_owned());
-        self.turns
-            .read(room, agent, limit, skip_own, move |asks| {
-                serve_turn(pool, r, a, asks)
-            })
-            .await
+        let serve = move |asks| serve_turn(pool, r, a, asks);
+        self.turns.read(read, serve).await
     }
 
     async fn reset_cursor(&self, room: &str, agent: &str, from: i64, to: i64) -> Result<bool> {

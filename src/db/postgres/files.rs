@@ -27,17 +27,7 @@ impl FileStore for PostgresStore {
             .await
             .map_err(text_error)?
             .try_get(0)?;
-        let meta = FileMeta {
-            file_id: id,
-            name: f.name.clone(),
-            sha256: f.sha256.clone(),
-            size: f.content.len() as i64,
-            mime: f.mime.clone(),
-            author: record.actor.clone(),
-            ts: record.now,
-            expires_at: f.expires_at,
-            task_id: f.task_id,
-        };
+        let meta = stored_file(id, f, &record);
         let written = Written {
             file_id: Some(id),
             ..Written::default()
@@ -48,9 +38,8 @@ impl FileStore for PostgresStore {
     }
 
     async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>> {
-        let sql = concat!(
-            "SELECT ",
-            file_columns!(),
+        let sql = select!(
+            file_columns,
             ", content FROM files \
              WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)"
         );
@@ -58,9 +47,8 @@ impl FileStore for PostgresStore {
     }
 
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>> {
-        let sql = concat!(
-            "SELECT ",
-            file_columns!(),
+        let sql = select!(
+            file_columns,
             " FROM files WHERE id = $1 AND room = $2 AND (expires_ts IS NULL OR expires_ts > $3)"
         );
         Ok(fetch_opt(&self.pool, sql, (id, room, now)).await?)
@@ -73,9 +61,8 @@ impl FileStore for PostgresStore {
     }
 
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {
-        let sql = concat!(
-            "SELECT ",
-            file_columns!(),
+        let sql = select!(
+            file_columns,
             " FROM files \
              WHERE room = $1 AND (expires_ts IS NULL OR expires_ts > $2) ORDER BY id DESC LIMIT $3"
         );

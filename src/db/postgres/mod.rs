@@ -160,14 +160,7 @@ async fn store_record(
     written: &Written,
 ) -> Result<Vec<Event>> {
     record.stamp(written);
-    let Record {
-        now,
-        actor,
-        events,
-        mentions,
-        audit_tool,
-        task_id,
-    } = record;
+    let (now, events) = (record.now, &record.events);
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     let task_ids: Vec<Option<i64>> = events.iter().map(|e| e.task_id).collect();
     let message_ids: Vec<Option<i64>> = events.iter().map(|e| e.message_id).collect();
@@ -192,16 +185,16 @@ async fn store_record(
     )
     .bind(room)
     .bind(now)
-    .bind(&actor)
+    .bind(&record.actor)
     .bind(&kinds)
     .bind(&task_ids)
     .bind(&message_ids)
     .bind(&details)
     .bind(written.message_id)
     .bind(written.note_id)
-    .bind(task_id)
-    .bind(&mentions)
-    .bind(audit_tool)
+    .bind(record.task_id)
+    .bind(&record.mentions)
+    .bind(record.audit_tool)
     .fetch_all(&mut *conn)
     .await
     .map_err(text_error)?;
@@ -212,19 +205,9 @@ async fn store_record(
             events.len()
         )));
     }
-    Ok(events
-        .into_iter()
-        .zip(ids)
-        .map(|(e, (id, _))| Event {
-            id,
-            room: room.to_owned(),
-            ts: now,
-            kind: e.kind.as_str().to_owned(),
-            actor: actor.clone(),
-            task_id: e.task_id,
-            message_id: e.message_id,
-            detail: e.detail,
-        })
+    let actor = record.actor;
+    Ok((record.events.into_iter().zip(ids))
+        .map(|(e, (id, _))| stored_event(room, now, &actor, e, id))
         .collect())
 }
 
@@ -418,9 +401,8 @@ impl Relay {
             if from >= announced {
                 return Ok(());
             }
-            let sql = concat!(
-                "SELECT ",
-                event_columns!(),
+            let sql = select!(
+                event_columns,
                 " FROM events WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3"
             );
             let args = (room, from, PAGE as i64);

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::PostgresStore;
 use super::cache::{Access, Lookup};
-use super::rows::{exec, fetch_all, fetch_one, fetch_opt};
+use super::rows::{Args, exec, fetch_all, fetch_one, fetch_opt, grant_args};
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
@@ -64,9 +64,8 @@ impl OAuthStore for PostgresStore {
     }
 
     async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
-        let sql = concat!(
-            "SELECT ",
-            oauth_client_columns!(),
+        let sql = select!(
+            oauth_client_columns,
             " FROM oauth_clients WHERE client_id = $1"
         );
         Ok(fetch_opt(&self.pool, sql, (client_id,)).await?)
@@ -76,20 +75,8 @@ impl OAuthStore for PostgresStore {
         let g = &code.grant;
         let sql = "INSERT INTO oauth_connect_codes (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, expires_ts, profile) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
-        let args = (
-            &code.hash,
-            &g.agent,
-            &g.room,
-            &g.also_rooms,
-            g.readonly,
-            g.admin,
-            g.all_rooms,
-            g.lead,
-            &g.skills,
-            code.created_ts,
-            code.expires_ts,
-            g.profile.as_str(),
-        );
+        let times = (code.created_ts, code.expires_ts, g.profile.as_str());
+        let args = (&code.hash,).then(grant_args(g)).then(times);
         exec(&self.pool, sql, args).await?;
         Ok(())
     }
@@ -195,11 +182,7 @@ impl OAuthStore for PostgresStore {
     }
 
     async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
-        let sql = concat!(
-            "SELECT ",
-            grant_columns!(),
-            " FROM oauth_grants g WHERE g.id = $1"
-        );
+        let sql = select!(grant_columns, " FROM oauth_grants g WHERE g.id = $1");
         Ok(fetch_opt(&self.pool, sql, (id,)).await?)
     }
 
@@ -241,11 +224,7 @@ impl OAuthStore for PostgresStore {
     }
 
     async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
-        let sql = concat!(
-            "SELECT ",
-            grant_columns!(),
-            " FROM oauth_grants g ORDER BY g.id"
-        );
+        let sql = select!(grant_columns, " FROM oauth_grants g ORDER BY g.id");
         Ok(fetch_all(&self.pool, sql, ()).await?)
     }
 

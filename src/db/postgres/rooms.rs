@@ -60,7 +60,7 @@ impl RoomStore for PostgresStore {
             Lookup::Hit(room) => return Ok(Some(room)),
             Lookup::Miss(at) => at,
         };
-        let sql = concat!("SELECT ", room_columns!(), " FROM rooms WHERE name = $1");
+        let sql = select!(room_columns, " FROM rooms WHERE name = $1");
         let room = fetch_opt(&self.pool, sql, (name,)).await?;
         if let Some(room) = &room {
             self.cache.keep_room(name, room, at);
@@ -72,7 +72,7 @@ impl RoomStore for PostgresStore {
         let open = Status::OPEN.map(Status::as_str);
         Ok(fetch_all(
             &self.pool,
-            concat!("SELECT ", room_columns!(), ", \
+            select!(room_columns, ", \
              (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status = ANY($2)) AS open_tasks, \
              (SELECT COUNT(*) FROM messages m WHERE m.room = r.name) AS messages, \
              (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > $1)) AS files \

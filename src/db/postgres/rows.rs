@@ -32,8 +32,22 @@ type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
 /// A statement's arguments, bound in order (`$1`, `$2`, …).
 /// (`'t` is how long the values are borrowed: they are encoded as bound.)
-pub(super) trait Args<'t> {
+pub(super) trait Args<'t>: Sized {
     fn bind_to(self, q: Query<'_>) -> Query<'_>;
+
+    /// These arguments, then `next`'s.
+    fn then<B: Args<'t>>(self, next: B) -> Then<Self, B> {
+        Then(self, next)
+    }
+}
+
+/// Two lists of arguments, one after the other.
+pub(super) struct Then<A, B>(A, B);
+
+impl<'t, A: Args<'t>, B: Args<'t>> Args<'t> for Then<A, B> {
+    fn bind_to(self, q: Query<'_>) -> Query<'_> {
+        self.1.bind_to(self.0.bind_to(q))
+    }
 }
 
 impl Args<'_> for () {
@@ -92,14 +106,15 @@ pub(super) async fn fetch_all<'e, T: FromCols>(
     rows.iter().map(T::from_cols).collect()
 }
 
-/// Runs `sql` with `args` on `db`; its first row read as a `T`, if any.
+/// [`fetch_all`] for a statement that returns at most one row (by a key,
+/// with `LIMIT 1`, or one `RETURNING` row): that row, if any.
 pub(super) async fn fetch_opt<'e, T: FromCols>(
     db: impl Executor<'e, Database = Postgres>,
     sql: impl SqlSafeStr,
     args: impl Args<'_>,
 ) -> sqlx::Result<Option<T>> {
-    let row = args.bind_to(sqlx::query(sql)).fetch_optional(db).await?;
-    row.as_ref().map(T::from_cols).transpose()
+    let found: Vec<T> = fetch_all(db, sql, args).await?;
+    Ok(found.into_iter().next())
 }
 
 /// [`fetch_opt`] for a statement that always returns a row (an aggregate,
@@ -112,6 +127,21 @@ pub(super) async fn fetch_one<'e, T: FromCols>(
     fetch_opt(db, sql, args)
         .await?
         .ok_or(sqlx::Error::RowNotFound)
+}
+
+/// The columns of a grant, in the order every table stores them: `agent,
+/// room, also_rooms, readonly, admin, all_rooms, lead, skills`.
+pub(super) fn grant_args(g: &Grant) -> impl Args<'_> {
+    (
+        &g.agent,
+        &g.room,
+        &g.also_rooms,
+        g.readonly,
+        g.admin,
+        g.all_rooms,
+        g.lead,
+        &g.skills,
+    )
 }
 
 /// A page read with the room's latest id (`l.latest LEFT JOIN LATERAL` the

@@ -16,19 +16,9 @@ macro_rules! credentials {
 impl TokenStore for PostgresStore {
     async fn insert_token(&self, t: &NewToken, now: i64) -> Result<i64> {
         let g = &t.grant;
-        let args = (
-            &t.hash,
-            &g.agent,
-            &g.room,
-            &g.also_rooms,
-            g.readonly,
-            g.admin,
-            g.all_rooms,
-            g.lead,
-            &g.skills,
-            now,
-            g.profile.as_str(),
-        );
+        let args = (&t.hash,)
+            .then(grant_args(g))
+            .then((now, g.profile.as_str()));
         Ok(fetch_one(
             &self.pool,
             "INSERT INTO tokens (hash, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
@@ -44,11 +34,7 @@ impl TokenStore for PostgresStore {
             Lookup::Hit(token) => return Ok(Some(token)),
             Lookup::Miss(at) => at,
         };
-        let sql = concat!(
-            "SELECT ",
-            token_columns!(),
-            ", NULL::bigint FROM tokens WHERE hash = $1"
-        );
+        let sql = select!(token_columns, ", NULL::bigint FROM tokens WHERE hash = $1");
         let token = fetch_opt(&self.pool, sql, (hash,)).await?;
         if let Some(token) = &token {
             self.cache.keep_token(hash, token, at);
@@ -57,9 +43,8 @@ impl TokenStore for PostgresStore {
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
-        let sql = concat!(
-            "SELECT ",
-            token_columns!(),
+        let sql = select!(
+            token_columns,
             ", (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = tokens.agent) \
              FROM tokens ORDER BY id"
         );

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use crate::domain::model::EventPage;
+use crate::domain::store::CursorRead;
 use crate::error::Result;
 
 type Key = (String, String);
@@ -39,30 +40,22 @@ pub struct Turns {
 }
 
 impl Turns {
-    /// Queues `limit`/`skip_own` at `agent`'s cursor in `room` and waits for
-    /// its page. The caller whose turn comes while asks are waiting serves
+    /// Queues `read` at its cursor and waits for its page. The caller whose turn comes while asks are waiting serves
     /// them all with `serve` (its own among them), in the order they came,
     /// before the next turn begins. `serve` runs as a task of its own, so
     /// the pages of the others are read and answered even if this caller
     /// goes away meanwhile.
-    pub async fn read<F, Fut>(
-        &self,
-        room: &str,
-        agent: &str,
-        limit: i64,
-        skip_own: bool,
-        serve: F,
-    ) -> Result<EventPage>
+    pub async fn read<F, Fut>(&self, read: CursorRead<'_>, serve: F) -> Result<EventPage>
     where
         F: FnOnce(Vec<Ask>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let key = (room.to_owned(), agent.to_owned());
+        let key = (read.room.to_owned(), read.agent.to_owned());
         let queue = self.lock().entry(key.clone()).or_default().clone();
         let (reply, mut page) = oneshot::channel();
         lock(&queue.asks).push(Ask {
-            limit,
-            skip_own,
+            limit: read.limit,
+            skip_own: read.skip_own,
             reply,
         });
         let leave = Leave {

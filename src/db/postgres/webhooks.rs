@@ -7,11 +7,11 @@
 
 use async_trait::async_trait;
 
-use super::rows::{exec, fetch_all, fetch_one, fetch_opt};
+use super::rows::{Args, exec, fetch_all, fetch_one, fetch_opt};
 use super::{PostgresStore, store_record, text_error};
 use crate::domain::model::{Event, Record, Written};
 use crate::domain::store::webhooks::{
-    Inbound, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
+    Inbound, Lease, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
 };
 use crate::error::Result;
 
@@ -32,7 +32,7 @@ impl WebhookStore for PostgresStore {
     }
 
     async fn list_webhooks(&self) -> Result<Vec<Webhook>> {
-        let sql = concat!("SELECT ", webhook_columns!(), " FROM webhooks ORDER BY id");
+        let sql = select!(webhook_columns, " FROM webhooks ORDER BY id");
         Ok(fetch_all(&self.pool, sql, ()).await?)
     }
 
@@ -46,13 +46,7 @@ impl WebhookStore for PostgresStore {
         Ok(exec(&self.pool, sql, (id,)).await? > 0)
     }
 
-    async fn claim_webhooks(
-        &self,
-        owner: &str,
-        now: i64,
-        until: i64,
-        limit: i64,
-    ) -> Result<Vec<Webhook>> {
+    async fn claim_webhooks(&self, lease: Lease<'_>, limit: i64) -> Result<Vec<Webhook>> {
         let sql = concat!(
             "UPDATE webhooks SET lease_owner = $1, lease_until = $3 WHERE id IN \
              (SELECT w.id FROM webhooks w WHERE NOT w.paused AND w.next_ts <= $2 \
@@ -61,7 +55,7 @@ impl WebhookStore for PostgresStore {
               ORDER BY w.id LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING ",
             webhook_columns!()
         );
-        let args = (owner, now, until, limit);
+        let args = (lease.owner, lease.now, lease.until, limit);
         Ok(fetch_all(&self.pool, sql, args).await?)
     }
 
@@ -71,19 +65,10 @@ impl WebhookStore for PostgresStore {
                 last_ts = COALESCE($10, last_ts), last_status = COALESCE($11, last_status), \
                 lease_owner = NULL, lease_until = 0 \
              WHERE id = $1 AND lease_owner = $2";
-        let args = (
-            id,
-            owner,
-            p.cursor,
-            p.attempts,
-            p.next_ts,
-            p.first_fail_ts,
-            p.failures,
-            p.paused,
-            p.delivered,
-            p.last_ts,
-            &p.last_status,
-        );
+        // `$3` to `$11`: the delivery state, in the order of `Progress`.
+        let retry = (p.cursor, p.attempts, p.next_ts, p.first_fail_ts, p.failures);
+        let outcome = (p.paused, p.delivered, p.last_ts, &p.last_status);
+        let args = (id, owner).then(retry).then(outcome);
         Ok(exec(&self.pool, sql, args).await.map_err(text_error)? > 0)
     }
 
@@ -102,21 +87,13 @@ impl WebhookStore for PostgresStore {
     }
 
     async fn inbound_by_key(&self, key: &str) -> Result<Option<Inbound>> {
-        let sql = concat!(
-            "SELECT ",
-            inbound_columns!(),
-            " FROM inbound_hooks WHERE key = $1"
-        );
+        let sql = select!(inbound_columns, " FROM inbound_hooks WHERE key = $1");
         let found = fetch_opt(&self.pool, sql, (key,)).await;
         Ok(found.map_err(text_error)?)
     }
 
     async fn list_inbound(&self) -> Result<Vec<Inbound>> {
-        let sql = concat!(
-            "SELECT ",
-            inbound_columns!(),
-            " FROM inbound_hooks ORDER BY id"
-        );
+        let sql = select!(inbound_columns, " FROM inbound_hooks ORDER BY id");
         Ok(fetch_all(&self.pool, sql, ()).await?)
     }
 
@@ -144,21 +121,15 @@ impl WebhookStore for PostgresStore {
         Ok(fetch_all(&self.pool, sql, (before, limit)).await?)
     }
 
-    async fn record_stuck(
-        &self,
-        room: &str,
-        task_id: i64,
-        activity_ts: i64,
-        record: Record,
-    ) -> Result<Option<Event>> {
-        let mut tx = self.begin_room(room).await?;
+    async fn record_stuck(&self, task: &StuckTask, record: Record) -> Result<Option<Event>> {
+        let mut tx = self.begin_room(&task.room).await?;
         let mark = "INSERT INTO task_stuck (task_id, activity_ts) VALUES ($1, $2) \
              ON CONFLICT (task_id) DO UPDATE SET activity_ts = excluded.activity_ts \
              WHERE task_stuck.activity_ts <> excluded.activity_ts";
-        if exec(&mut *tx, mark, (task_id, activity_ts)).await? == 0 {
+        if exec(&mut *tx, mark, (task.task_id, task.activity_ts)).await? == 0 {
             return Ok(None);
         }
-        let events = store_record(&mut tx, room, record, &Written::default()).await?;
+        let events = store_record(&mut tx, &task.room, record, &Written::default()).await?;
         tx.commit().await?;
         Ok(events.into_iter().next())
     }

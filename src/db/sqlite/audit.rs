@@ -40,9 +40,8 @@ impl AuditStore for SqliteStore {
 
     async fn admin_log(&self, limit: i64) -> Result<Vec<AdminLogEntry>> {
         self.read_rows(
-            concat!(
-                "SELECT ",
-                admin_log_columns!(),
+            select!(
+                admin_log_columns,
                 " FROM admin_log ORDER BY id DESC LIMIT ?1"
             ),
             [limit],

@@ -21,11 +21,7 @@ fn fill_deps(c: &Connection, tasks: &mut [Task]) -> Result<()> {
 }
 
 fn load_task(c: &Connection, room: &str, id: i64) -> Result<Option<Task>> {
-    let sql = concat!(
-        "SELECT ",
-        task_columns!(),
-        " FROM tasks WHERE id = ?1 AND room = ?2"
-    );
+    let sql = select!(task_columns, " FROM tasks WHERE id = ?1 AND room = ?2");
     let Some(found) = row(c, sql, params![id, room])? else {
         return Ok(None);
     };
@@ -133,9 +129,8 @@ impl BoardStore for SqliteStore {
         let statuses =
             serde_json::to_string(&q.statuses.iter().map(|s| s.as_str()).collect::<Vec<_>>())
                 .unwrap_or_default();
-        let sql = concat!(
-            "SELECT ",
-            task_columns!(),
+        let sql = select!(
+            task_columns,
             " FROM tasks WHERE room = ?1 \
              AND (?2 = '[]' OR status IN (SELECT value FROM json_each(?2))) \
              AND (?3 IS NULL OR assignee = ?3) AND id < ?4 \
@@ -233,11 +228,7 @@ impl BoardStore for SqliteStore {
 
     async fn notes(&self, task_id: i64) -> Result<Vec<Note>> {
         self.read_rows(
-            concat!(
-                "SELECT ",
-                note_columns!(),
-                " FROM notes WHERE task_id = ?1 ORDER BY id"
-            ),
+            select!(note_columns, " FROM notes WHERE task_id = ?1 ORDER BY id"),
             [task_id],
         )
     }

@@ -37,9 +37,8 @@ impl ChatStore for SqliteStore {
 
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>> {
         self.read_rows(
-            concat!(
-                "SELECT ",
-                message_columns!(),
+            select!(
+                message_columns,
                 " FROM messages WHERE room = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
             ),
             params![room, since_id, limit],

@@ -6,9 +6,8 @@ use crate::domain::events;
 
 /// The events of a room after `since` up to `upto`, optionally without
 /// `agent`'s own.
-const EVENTS_AFTER: &str = concat!(
-    "SELECT ",
-    event_columns!(),
+const EVENTS_AFTER: &str = select!(
+    event_columns,
     " FROM events WHERE room = ?1 AND id > ?2 AND id <= ?5 AND (?3 = 0 OR actor <> ?4) ORDER BY id"
 );
 
@@ -22,11 +21,15 @@ const EVENT_WINDOW: &str = "SELECT id, (?3 = 0 OR actor <> ?4) FROM events \
 /// window's ([`events::cut_page`]), however far behind the cursor is.
 fn event_page(
     c: &Connection,
-    room: &str,
-    agent: &str,
-    limit: i64,
-    skip_own: bool,
+    read: CursorRead<'_>,
 ) -> Result<(Option<i64>, Vec<Event>, events::PageCut)> {
+    let CursorRead {
+        room,
+        agent,
+        limit,
+        skip_own,
+        ..
+    } = read;
     let cursor: Option<i64> = row(
         c,
         "SELECT event_id FROM cursors WHERE room = ?1 AND agent = ?2",
@@ -52,9 +55,8 @@ fn event_page(
 impl EventStore for SqliteStore {
     async fn read_events(&self, room: &str, f: &EventFilter) -> Result<Vec<Event>> {
         self.read_rows(
-            concat!(
-                "SELECT ",
-                event_columns!(),
+            select!(
+                event_columns,
                 " FROM events WHERE room = ?1 AND id > ?2 \
                  AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR task_id = ?4) \
                  ORDER BY id LIMIT ?5"
@@ -74,24 +76,17 @@ impl EventStore for SqliteStore {
         })
     }
 
-    async fn events_after_cursor(
-        &self,
-        room: &str,
-        agent: &str,
-        limit: i64,
-        advance: bool,
-        skip_own: bool,
-    ) -> Result<EventPage> {
+    async fn events_after_cursor(&self, read: CursorRead<'_>) -> Result<EventPage> {
         // A peek only reads (in one read transaction, so its reads agree); an
         // advancing read moves the cursor in the same transaction as the
         // read, so two concurrent reads never both get a page.
         let peek = |c: &Connection| {
             let tx = c.unchecked_transaction()?;
-            let page = event_page(&tx, room, agent, limit, skip_own)?;
+            let page = event_page(&tx, read)?;
             tx.finish()?;
             Ok(page)
         };
-        let (cursor, events, cut) = if advance {
+        let (cursor, events, cut) = if read.advance {
             // Most polls find nothing new and would leave the cursor where
             // it is: those are answered from a reader, and never queue for
             // the writer (behind a batch of posts, or a checkpoint's pause).
@@ -106,12 +101,12 @@ impl EventStore for SqliteStore {
                 });
             }
             self.write(|c| {
-                let page = event_page(c, room, agent, limit, skip_own)?;
+                let page = event_page(c, read)?;
                 exec(
                     c,
                     "INSERT INTO cursors (room, agent, event_id) VALUES (?1, ?2, ?3) \
                      ON CONFLICT (room, agent) DO UPDATE SET event_id = MAX(event_id, excluded.event_id)",
-                    params![room, agent, page.2.new_cursor],
+                    params![read.room, read.agent, page.2.new_cursor],
                 )?;
                 Ok(page)
             })

@@ -23,17 +23,7 @@ impl FileStore for SqliteStore {
                     f.task_id
                 ],
             )?;
-            let meta = FileMeta {
-                file_id: id,
-                name: f.name.clone(),
-                sha256: f.sha256.clone(),
-                size: f.content.len() as i64,
-                mime: f.mime.clone(),
-                author: record.actor.clone(),
-                ts: record.now,
-                expires_at: f.expires_at,
-                task_id: f.task_id,
-            };
+            let meta = stored_file(id, f, &record);
             let written = Written {
                 file_id: Some(id),
                 ..Written::default()
@@ -46,9 +36,8 @@ impl FileStore for SqliteStore {
 
     async fn get_file(&self, room: &str, id: i64, now: i64) -> Result<Option<(FileMeta, Vec<u8>)>> {
         self.read_row(
-            concat!(
-                "SELECT ",
-                file_columns!(),
+            select!(
+                file_columns,
                 ", content FROM files \
                      WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)"
             ),
@@ -58,10 +47,7 @@ impl FileStore for SqliteStore {
 
     async fn file_meta(&self, room: &str, id: i64, now: i64) -> Result<Option<FileMeta>> {
         self.read_row(
-                concat!(
-                    "SELECT ",
-                    file_columns!(),
-                    " FROM files WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)"
+                select!(file_columns, " FROM files WHERE id = ?1 AND room = ?2 AND (expires_ts IS NULL OR expires_ts > ?3)"
                 ),
                 params![id, room, now],
         )
@@ -76,10 +62,7 @@ impl FileStore for SqliteStore {
 
     async fn list_files(&self, room: &str, limit: i64, now: i64) -> Result<Vec<FileMeta>> {
         self.read_rows(
-                concat!(
-                    "SELECT ",
-                    file_columns!(),
-                    " FROM files \
+                select!(file_columns, " FROM files \
                      WHERE room = ?1 AND (expires_ts IS NULL OR expires_ts > ?2) ORDER BY id DESC LIMIT ?3"
                 ),
                 params![room, now, limit],

@@ -324,18 +324,11 @@ fn store_record(
     written: &Written,
 ) -> Result<Vec<Event>> {
     record.stamp(written);
-    let Record {
-        now,
-        actor,
-        events,
-        mentions,
-        audit_tool,
-        task_id,
-    } = record;
+    let (now, task_id) = (record.now, record.task_id);
     // A mention row points at its message or note. Its `seq` places it
     // among the room's messages for `since_id`: a message's own id, or for
     // a note the room's newest message id when the note was written.
-    for agent in &mentions {
+    for agent in &record.mentions {
         exec(
             c,
             "INSERT INTO mentions (room, agent, message_id, note_id, task_id, ts, seq) \
@@ -351,40 +344,31 @@ fn store_record(
             ],
         )?;
     }
-    let mut stored = Vec::with_capacity(events.len());
+    let mut stored = Vec::with_capacity(record.events.len());
     let mut stmt = c.prepare_cached(
         "INSERT INTO events (room, ts, kind, actor, task_id, message_id, detail) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
     )?;
-    for e in events {
+    for e in record.events {
         let id: i64 = stmt.query_row(
             params![
                 room,
                 now,
                 e.kind.as_str(),
-                actor,
+                record.actor,
                 e.task_id,
                 e.message_id,
                 e.detail.to_string()
             ],
             |r| r.get(0),
         )?;
-        stored.push(Event {
-            id,
-            room: room.to_owned(),
-            ts: now,
-            kind: e.kind.as_str().to_owned(),
-            actor: actor.clone(),
-            task_id: e.task_id,
-            message_id: e.message_id,
-            detail: e.detail,
-        });
+        stored.push(stored_event(room, now, &record.actor, e, id));
     }
-    if let Some(tool) = audit_tool {
+    if let Some(tool) = record.audit_tool {
         exec(
             c,
             "INSERT INTO audit (ts, agent, room, tool, task_id, outcome) VALUES (?1, ?2, ?3, ?4, ?5, 'ok')",
-            params![now, actor, room, tool, task_id],
+            params![now, record.actor, room, tool, task_id],
         )?;
     }
     Ok(stored)

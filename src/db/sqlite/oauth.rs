@@ -65,9 +65,8 @@ impl OAuthStore for SqliteStore {
 
     async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
         self.read_row(
-            concat!(
-                "SELECT ",
-                oauth_client_columns!(),
+            select!(
+                oauth_client_columns,
                 " FROM oauth_clients WHERE client_id = ?1"
             ),
             [client_id],
@@ -208,9 +207,8 @@ impl OAuthStore for SqliteStore {
 
     async fn oauth_grant_by_refresh(&self, hash: &str) -> Result<Option<GrantRecord>> {
         self.read_row(
-            concat!(
-                "SELECT ",
-                grant_columns!(),
+            select!(
+                grant_columns,
                 " FROM oauth_grants g WHERE g.refresh_hash = ?1 \
                      UNION ALL SELECT ",
                 grant_columns!(),
@@ -222,11 +220,7 @@ impl OAuthStore for SqliteStore {
 
     async fn oauth_grant(&self, id: i64) -> Result<Option<GrantRecord>> {
         self.read_row(
-            concat!(
-                "SELECT ",
-                grant_columns!(),
-                " FROM oauth_grants g WHERE g.id = ?1"
-            ),
+            select!(grant_columns, " FROM oauth_grants g WHERE g.id = ?1"),
             [id],
         )
     }
@@ -269,11 +263,7 @@ impl OAuthStore for SqliteStore {
 
     async fn oauth_list_grants(&self) -> Result<Vec<GrantRecord>> {
         self.read_rows(
-            concat!(
-                "SELECT ",
-                grant_columns!(),
-                " FROM oauth_grants g ORDER BY g.id"
-            ),
+            select!(grant_columns, " FROM oauth_grants g ORDER BY g.id"),
             [],
         )
     }

@@ -54,10 +54,7 @@ impl RoomStore for SqliteStore {
     }
 
     async fn get_room(&self, name: &str) -> Result<Option<Room>> {
-        self.read_row(
-            concat!("SELECT ", room_columns!(), " FROM rooms WHERE name = ?1"),
-            [name],
-        )
+        self.read_row(select!(room_columns, " FROM rooms WHERE name = ?1"), [name])
     }
 
     async fn list_rooms(&self, now: i64) -> Result<Vec<RoomSummary>> {
@@ -65,7 +62,7 @@ impl RoomStore for SqliteStore {
         self.read_blocking(move |c| {
             rows(
                 c,
-                concat!("SELECT ", room_columns!(), ", \
+                select!(room_columns, ", \
                  (SELECT COUNT(*) FROM tasks t WHERE t.room = r.name AND t.status IN (?2, ?3, ?4, ?5)) AS open_tasks, \
                  (SELECT COUNT(*) FROM messages m WHERE m.room = r.name) AS messages, \
                  (SELECT COUNT(*) FROM files f WHERE f.room = r.name AND (f.expires_ts IS NULL OR f.expires_ts > ?1)) AS files \

@@ -40,20 +40,15 @@ impl TokenStore for SqliteStore {
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
         self.read_row(
-            concat!(
-                "SELECT ",
-                token_columns!(),
-                ", NULL FROM tokens WHERE hash = ?1"
-            ),
+            select!(token_columns, ", NULL FROM tokens WHERE hash = ?1"),
             [hash],
         )
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
         self.read_rows(
-            concat!(
-                "SELECT ",
-                token_columns!(),
+            select!(
+                token_columns,
                 ", \
                  (SELECT MAX(p.last_seen_ts) FROM presence p WHERE p.agent = tokens.agent) \
                  FROM tokens ORDER BY id"

@@ -7,7 +7,7 @@ use rusqlite::params;
 use super::{SqliteStore, exec, insert, json_list, rows, store_record};
 use crate::domain::model::{Event, Record, Written};
 use crate::domain::store::webhooks::{
-    Inbound, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
+    Inbound, Lease, NewWebhook, Progress, StuckTask, Webhook, WebhookStore,
 };
 use crate::error::Result;
 
@@ -30,10 +30,7 @@ impl WebhookStore for SqliteStore {
     }
 
     async fn list_webhooks(&self) -> Result<Vec<Webhook>> {
-        self.read_rows(
-            concat!("SELECT ", webhook_columns!(), " FROM webhooks ORDER BY id"),
-            [],
-        )
+        self.read_rows(select!(webhook_columns, " FROM webhooks ORDER BY id"), [])
     }
 
     async fn delete_webhook(&self, id: i64) -> Result<bool> {
@@ -47,13 +44,8 @@ impl WebhookStore for SqliteStore {
         Ok(self.write_exec(sql, [id]).await? > 0)
     }
 
-    async fn claim_webhooks(
-        &self,
-        owner: &str,
-        now: i64,
-        until: i64,
-        limit: i64,
-    ) -> Result<Vec<Webhook>> {
+    async fn claim_webhooks(&self, lease: Lease<'_>, limit: i64) -> Result<Vec<Webhook>> {
+        let Lease { owner, now, until } = lease;
         self.write(|c| {
             rows(
                 c,
@@ -119,22 +111,14 @@ impl WebhookStore for SqliteStore {
 
     async fn inbound_by_key(&self, key: &str) -> Result<Option<Inbound>> {
         self.read_row(
-            concat!(
-                "SELECT ",
-                inbound_columns!(),
-                " FROM inbound_hooks WHERE key = ?1"
-            ),
+            select!(inbound_columns, " FROM inbound_hooks WHERE key = ?1"),
             [key],
         )
     }
 
     async fn list_inbound(&self) -> Result<Vec<Inbound>> {
         self.read_rows(
-            concat!(
-                "SELECT ",
-                inbound_columns!(),
-                " FROM inbound_hooks ORDER BY id"
-            ),
+            select!(inbound_columns, " FROM inbound_hooks ORDER BY id"),
             [],
         )
     }
@@ -165,25 +149,19 @@ impl WebhookStore for SqliteStore {
         )
     }
 
-    async fn record_stuck(
-        &self,
-        room: &str,
-        task_id: i64,
-        activity_ts: i64,
-        record: Record,
-    ) -> Result<Option<Event>> {
+    async fn record_stuck(&self, task: &StuckTask, record: Record) -> Result<Option<Event>> {
         self.write(|c| {
             let marked = exec(
                 c,
                 "INSERT INTO task_stuck (task_id, activity_ts) VALUES (?1, ?2) \
                  ON CONFLICT (task_id) DO UPDATE SET activity_ts = excluded.activity_ts \
                  WHERE task_stuck.activity_ts <> excluded.activity_ts",
-                params![task_id, activity_ts],
+                params![task.task_id, task.activity_ts],
             )?;
             if marked == 0 {
                 return Ok(None);
             }
-            Ok(store_record(c, room, record, &Written::default())?
+            Ok(store_record(c, &task.room, record, &Written::default())?
                 .into_iter()
                 .next())
         })

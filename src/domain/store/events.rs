@@ -6,6 +6,20 @@ use async_trait::async_trait;
 use crate::domain::model::*;
 use crate::error::Result;
 
+/// A read of the events after an agent's cursor in a room.
+#[derive(Debug, Clone, Copy)]
+pub struct CursorRead<'a> {
+    pub room: &'a str,
+    pub agent: &'a str,
+    /// The most events the page shows.
+    pub limit: i64,
+    /// Moves the cursor past the page in the same transaction.
+    pub advance: bool,
+    /// Leaves the agent's own events out of the page (they still move the
+    /// cursor).
+    pub skip_own: bool,
+}
+
 /// Events and the agents' cursors.
 #[async_trait]
 pub trait EventStore: Send + Sync {
@@ -21,17 +35,8 @@ pub trait EventStore: Send + Sync {
         let events = self.read_events(room, filter).await?;
         Ok((events, self.latest_event_id(room).await?))
     }
-    /// Events after the agent's cursor; with `advance`, moves the cursor past
-    /// the returned page in the same transaction. `skip_own` leaves the
-    /// agent's own events out of the page (they still move the cursor).
-    async fn events_after_cursor(
-        &self,
-        room: &str,
-        agent: &str,
-        limit: i64,
-        advance: bool,
-        skip_own: bool,
-    ) -> Result<EventPage>;
+    /// The page of events after the agent's cursor that `read` asks for.
+    async fn events_after_cursor(&self, read: CursorRead<'_>) -> Result<EventPage>;
     /// Whether an event by someone other than `agent` lies past its cursor.
     async fn peer_event_after_cursor(&self, room: &str, agent: &str) -> Result<Option<i64>>;
     async fn cursor(&self, room: &str, agent: &str) -> Result<i64>;

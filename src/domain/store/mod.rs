@@ -26,7 +26,7 @@ pub use audit::AuditStore;
 pub use board::BoardStore;
 pub use chat::ChatStore;
 pub use copy::CopyStore;
-pub use events::EventStore;
+pub use events::{CursorRead, EventStore};
 pub use files::FileStore;
 pub use oauth::OAuthStore;
 pub use rooms::RoomStore;

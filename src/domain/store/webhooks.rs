@@ -90,6 +90,15 @@ pub struct Inbound {
     pub last_used_ts: Option<i64>,
 }
 
+/// A worker's hold on the webhooks it claims: `owner` delivers them from
+/// `now` until `until`, when the lease runs out.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease<'a> {
+    pub owner: &'a str,
+    pub now: i64,
+    pub until: i64,
+}
+
 /// A task `in_progress` whose last activity lies before a cutoff.
 #[derive(Debug, Clone)]
 pub struct StuckTask {
@@ -109,16 +118,10 @@ pub trait WebhookStore: Send + Sync {
     async fn delete_webhook(&self, id: i64) -> Result<bool>;
     /// Un-pauses a webhook (its failures start again from zero).
     async fn resume_webhook(&self, id: i64) -> Result<bool>;
-    /// Leases, for `owner` until `until`, up to `limit` webhooks with work:
-    /// not paused, due by `now`, not leased by another, with an event of
-    /// their room after their cursor.
-    async fn claim_webhooks(
-        &self,
-        owner: &str,
-        now: i64,
-        until: i64,
-        limit: i64,
-    ) -> Result<Vec<Webhook>>;
+    /// Takes `lease` on up to `limit` webhooks with work: not paused, due by
+    /// its `now`, not leased by another, with an event of their room after
+    /// their cursor.
+    async fn claim_webhooks(&self, lease: Lease<'_>, limit: i64) -> Result<Vec<Webhook>>;
     /// Writes `progress` back and ends `owner`'s lease; `false` when the
     /// lease was lost (or the webhook removed) meanwhile.
     async fn save_webhook(&self, id: i64, owner: &str, progress: &Progress) -> Result<bool>;
@@ -132,14 +135,8 @@ pub trait WebhookStore: Send + Sync {
     /// Tasks `in_progress` whose last activity lies before `before` and
     /// that have no `task_stuck` mark for that activity, at most `limit`.
     async fn stuck_tasks(&self, before: i64, limit: i64) -> Result<Vec<StuckTask>>;
-    /// In one transaction: marks `task_id` stuck as of `activity_ts` and
+    /// In one transaction: marks `task` stuck as of its `activity_ts` and
     /// writes `record`'s event; `None` (nothing written) when it was marked
     /// for that activity already (another replica was first).
-    async fn record_stuck(
-        &self,
-        room: &str,
-        task_id: i64,
-        activity_ts: i64,
-        record: Record,
-    ) -> Result<Option<Event>>;
+    async fn record_stuck(&self, task: &StuckTask, record: Record) -> Result<Option<Event>>;
 }
