@@ -8,6 +8,7 @@ mod common;
 use std::collections::HashSet;
 
 use chatroom::db;
+use chatroom::domain::store::Page;
 use common::TestServer;
 use serde_json::{Value, json};
 
@@ -130,7 +131,17 @@ async fn an_old_sqlite_database_migrates() {
         2,
         "@nobody went"
     );
-    let m = store.my_mentions("lobby", "bob", 0, 10).await.unwrap();
+    let m = store
+        .my_mentions(
+            "lobby",
+            "bob",
+            Page {
+                since_id: 0,
+                limit: 10,
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(m.len(), 2);
     assert_eq!(
         (m[0].message_id, m[0].body.as_str()),
@@ -142,7 +153,14 @@ async fn an_old_sqlite_database_migrates() {
     );
     assert!(
         store
-            .my_mentions("lobby", "bob", 1, 10)
+            .my_mentions(
+                "lobby",
+                "bob",
+                Page {
+                    since_id: 1,
+                    limit: 10
+                }
+            )
             .await
             .unwrap()
             .is_empty(),

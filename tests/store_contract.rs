@@ -13,8 +13,8 @@ use chatroom::clock::Clock;
 use chatroom::db;
 use chatroom::domain::chat::message_record;
 use chatroom::domain::model::*;
-use chatroom::domain::store::CursorRead;
 use chatroom::domain::store::prelude::*;
+use chatroom::domain::store::{CursorRead, Page};
 use chatroom::domain::{Call, Core, Settings, rooms};
 use common::{Grant, PgDatabase, pg_server};
 use serde_json::json;
@@ -425,7 +425,17 @@ async fn chat_events_and_cursors() {
             Some(("lobby".to_owned(), m.author.clone()))
         );
         assert_eq!(s.latest_message_id("lobby").await.unwrap(), r.id, "{n}");
-        let mentions = s.my_mentions("lobby", "bob", 0, 10).await.unwrap();
+        let mentions = s
+            .my_mentions(
+                "lobby",
+                "bob",
+                Page {
+                    since_id: 0,
+                    limit: 10,
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(mentions.len(), 1, "{n}");
         assert_eq!(mentions[0].message_id, Some(m.id), "{n}");
         // Events, filtered.
@@ -601,7 +611,17 @@ async fn board_round_trip() {
         let notes = s.notes(task.id).await.unwrap();
         assert_eq!(notes.len(), 1, "{n}");
         assert_eq!(events[1].detail["note_id"], notes[0].id, "{n}");
-        let mentions = s.my_mentions("lobby", "carol", 0, 10).await.unwrap();
+        let mentions = s
+            .my_mentions(
+                "lobby",
+                "carol",
+                Page {
+                    since_id: 0,
+                    limit: 10,
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(mentions.len(), 1, "{n}");
         assert_eq!(
             (mentions[0].note_id, mentions[0].task_id),

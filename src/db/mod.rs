@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use crate::domain::limits;
 use crate::domain::model::*;
-use crate::domain::store::CursorRead;
 use crate::domain::store::prelude::*;
+use crate::domain::store::{CursorRead, Page};
 use crate::error::Result;
 use rows::*;
 
@@ -149,6 +149,25 @@ impl Table {
     }
 }
 
+/// A column list with the columns of a stored grant (tokens, connect codes
+/// and OAuth grants alike) between `before` and `after`.
+macro_rules! with_grant {
+    ([$($before:expr),* $(,)?], [$($after:expr),* $(,)?]) => {
+        &[
+            $($before,)*
+            ("agent", Text),
+            ("room", Text),
+            ("also_rooms", List),
+            ("readonly", Bool),
+            ("admin", Bool),
+            ("all_rooms", Bool),
+            ("lead", Bool),
+            ("skills", List),
+            $($after),*
+        ]
+    };
+}
+
 /// Every table of an instance, in an order that loads cleanly.
 pub const TABLES: &[Table] = {
     use Col::*;
@@ -168,22 +187,15 @@ pub const TABLES: &[Table] = {
         Table {
             name: "tokens",
             keyed_by_id: true,
-            columns: &[
-                ("id", Int),
-                ("hash", Text),
-                ("agent", Text),
-                ("room", Text),
-                ("also_rooms", List),
-                ("readonly", Bool),
-                ("admin", Bool),
-                ("all_rooms", Bool),
-                ("lead", Bool),
-                ("skills", List),
-                ("created_ts", Int),
-                ("revoked_ts", Int),
-                ("last_used_ts", Int),
-                ("profile", Text),
-            ],
+            columns: with_grant!(
+                [("id", Int), ("hash", Text)],
+                [
+                    ("created_ts", Int),
+                    ("revoked_ts", Int),
+                    ("last_used_ts", Int),
+                    ("profile", Text)
+                ]
+            ),
         },
         Table {
             name: "presence",
@@ -348,46 +360,31 @@ pub const TABLES: &[Table] = {
         Table {
             name: "oauth_connect_codes",
             keyed_by_id: true,
-            columns: &[
-                ("id", Int),
-                ("hash", Text),
-                ("agent", Text),
-                ("room", Text),
-                ("also_rooms", List),
-                ("readonly", Bool),
-                ("admin", Bool),
-                ("all_rooms", Bool),
-                ("lead", Bool),
-                ("skills", List),
-                ("profile", Text),
-                ("created_ts", Int),
-                ("expires_ts", Int),
-                ("used_ts", Int),
-            ],
+            columns: with_grant!(
+                [("id", Int), ("hash", Text)],
+                [
+                    ("profile", Text),
+                    ("created_ts", Int),
+                    ("expires_ts", Int),
+                    ("used_ts", Int)
+                ]
+            ),
         },
         Table {
             name: "oauth_grants",
             keyed_by_id: true,
-            columns: &[
-                ("id", Int),
-                ("client_id", Text),
-                ("client_name", Text),
-                ("agent", Text),
-                ("room", Text),
-                ("also_rooms", List),
-                ("readonly", Bool),
-                ("admin", Bool),
-                ("all_rooms", Bool),
-                ("lead", Bool),
-                ("skills", List),
-                ("profile", Text),
-                ("created_ts", Int),
-                ("revoked_ts", Int),
-                ("refresh_hash", Text),
-                ("refresh_prev_hash", Text),
-                ("refresh_rotated_ts", Int),
-                ("refresh_expires_ts", Int),
-            ],
+            columns: with_grant!(
+                [("id", Int), ("client_id", Text), ("client_name", Text)],
+                [
+                    ("profile", Text),
+                    ("created_ts", Int),
+                    ("revoked_ts", Int),
+                    ("refresh_hash", Text),
+                    ("refresh_prev_hash", Text),
+                    ("refresh_rotated_ts", Int),
+                    ("refresh_expires_ts", Int)
+                ]
+            ),
         },
         Table {
             name: "oauth_auth_codes",

@@ -15,6 +15,7 @@ use crate::domain::model::{
     EventKind, Mention, NewTask, Note, Record, SERVER_ACTOR, SearchHit, Status, Task, TaskChange,
     TaskQuery,
 };
+use crate::domain::store::Page;
 use crate::domain::{Call, Core, limits};
 use crate::error::{Error, Result};
 
@@ -978,8 +979,10 @@ impl Core {
             .my_mentions(
                 &room,
                 &call.agent.to_lowercase(),
-                since_id.max(0),
-                limit + 1,
+                Page {
+                    since_id: since_id.max(0),
+                    limit: limit + 1,
+                },
             )
             .await?;
         // A note sits at the room's newest message when it was written, so

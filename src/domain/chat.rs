@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use crate::domain::model::{EventKind, Message, Record};
+use crate::domain::store::Page;
 use crate::domain::{Call, Core, limits};
 use crate::error::{Error, Result};
 
@@ -154,7 +155,13 @@ impl Core {
         let limit = limits::clamp_limit(limit, 50, 200);
         let (messages, latest) = self
             .store
-            .read_messages_latest(&room.name, since_id.max(0), limit)
+            .read_messages_latest(
+                &room.name,
+                Page {
+                    since_id: since_id.max(0),
+                    limit,
+                },
+            )
             .await?;
         Ok((room.name, messages, latest))
     }

@@ -173,19 +173,18 @@ impl BoardStore for PostgresStore {
         Ok(fetch_all(&self.pool, sql, (task_id,)).await?)
     }
 
-    async fn my_mentions(
-        &self,
-        room: &str,
-        agent: &str,
-        since_id: i64,
-        limit: i64,
-    ) -> Result<Vec<Mention>> {
+    async fn my_mentions(&self, room: &str, agent: &str, page: Page) -> Result<Vec<Mention>> {
         let sql = "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
                 COALESCE(m.author, n.author) AS author, COALESCE(m.ts, n.ts) AS ts, COALESCE(m.body, n.body) AS body \
              FROM mentions x LEFT JOIN messages m ON m.id = x.message_id LEFT JOIN notes n ON n.id = x.note_id \
              WHERE x.room = $1 AND x.agent = $2 AND x.seq > $3 AND (m.id IS NOT NULL OR n.id IS NOT NULL) \
              ORDER BY x.seq, x.id LIMIT $4";
-        let args = (room, agent, super::mentions_after(since_id), limit);
+        let args = (
+            room,
+            agent,
+            super::mentions_after(page.since_id),
+            page.limit,
+        );
         Ok(fetch_all(&self.pool, sql, args).await?)
     }
 

@@ -56,7 +56,7 @@ const TTL: Duration = Duration::from_secs(1);
 const MAX_ROWS: usize = 10_000;
 
 /// The cached rows of one table, by key.
-struct Table<T> {
+pub struct Table<T> {
     rows: Mutex<HashMap<String, (T, Instant)>>,
     /// Bumped by every forgetting: a row read from the database before a
     /// change was announced is not kept after it.
@@ -111,13 +111,13 @@ pub type Access = (OAuthTokenRecord, GrantRecord);
 /// trusted while the relay listens.
 pub struct Cache {
     listening: AtomicBool,
-    tokens: Table<TokenRecord>,
-    rooms: Table<Room>,
+    pub tokens: Table<TokenRecord>,
+    pub rooms: Table<Room>,
     access: Table<Access>,
 }
 
-/// Where a lookup stands: the row if it was kept, else what [`Cache::keep`]
-/// needs to keep the row read from the database.
+/// Where a lookup stands: the row if it was kept, else what keeping the
+/// row read from the database needs (the table's generation, if trusted).
 pub enum Lookup<T> {
     Hit(T),
     Miss(Option<u64>),
@@ -165,24 +165,23 @@ impl Cache {
         }
     }
 
-    pub fn token(&self, hash: &str) -> Lookup<TokenRecord> {
-        self.lookup(&self.tokens, hash)
-    }
-
-    pub fn keep_token(&self, hash: &str, row: &TokenRecord, at: Option<u64>) {
-        if let Some(generation) = at {
-            self.tokens.put(hash, row.clone(), generation);
+    /// `key`'s row of `table` (`|c| &c.tokens`, …): the one kept, else the
+    /// one `read` finds in the database, kept for next time.
+    pub async fn read_through<T: Clone, E>(
+        &self,
+        table: fn(&Cache) -> &Table<T>,
+        key: &str,
+        read: impl Future<Output = Result<Option<T>, E>>,
+    ) -> Result<Option<T>, E> {
+        let at = match self.lookup(table(self), key) {
+            Lookup::Hit(row) => return Ok(Some(row)),
+            Lookup::Miss(at) => at,
+        };
+        let row = read.await?;
+        if let Some(row) = &row {
+            keep(table(self), key, row, at);
         }
-    }
-
-    pub fn room(&self, name: &str) -> Lookup<Room> {
-        self.lookup(&self.rooms, name)
-    }
-
-    pub fn keep_room(&self, name: &str, row: &Room, at: Option<u64>) {
-        if let Some(generation) = at {
-            self.rooms.put(name, row.clone(), generation);
-        }
+        Ok(row)
     }
 
     pub fn access(&self, hash: &str) -> Lookup<Access> {
@@ -190,9 +189,7 @@ impl Cache {
     }
 
     pub fn keep_access(&self, hash: &str, row: &Access, at: Option<u64>) {
-        if let Some(generation) = at {
-            self.access.put(hash, row.clone(), generation);
-        }
+        keep(&self.access, hash, row, at);
     }
 
     fn lookup<T: Clone>(&self, table: &Table<T>, key: &str) -> Lookup<T> {
@@ -206,6 +203,14 @@ impl Cache {
             Some(row) => Lookup::Hit(row),
             None => Lookup::Miss(Some(generation)),
         }
+    }
+}
+
+/// Keeps `row`, read when `table` was at generation `at` (`None`: while
+/// the cache was not trusted, so it is not kept).
+fn keep<T: Clone>(table: &Table<T>, key: &str, row: &T, at: Option<u64>) {
+    if let Some(generation) = at {
+        table.put(key, row.clone(), generation);
     }
 }
 
@@ -277,6 +282,18 @@ mod tests {
         }
     }
 
+    /// A cache whose relay listens.
+    fn listening() -> Cache {
+        let c = Cache::new();
+        c.listening();
+        c
+    }
+
+    /// Where room `name` stands in `c`'s rooms.
+    fn find(c: &Cache, name: &str) -> Lookup<Room> {
+        c.lookup(&c.rooms, name)
+    }
+
     fn miss(l: Lookup<Room>) -> Option<u64> {
         match l {
             Lookup::Hit(r) => panic!("unexpected hit: {r:?}"),
@@ -284,41 +301,44 @@ mod tests {
         }
     }
 
+    /// Keeps room `name`, as read at `at`.
+    fn keep_room(c: &Cache, name: &str, at: Option<u64>) {
+        keep(&c.rooms, name, &room(name), at);
+    }
+
     #[test]
     fn nothing_is_kept_or_trusted_until_the_relay_listens() {
         let c = Cache::new();
-        assert_eq!(miss(c.room("a")), None);
-        c.keep_room("a", &room("a"), None);
+        assert_eq!(miss(find(&c, "a")), None);
+        keep_room(&c, "a", None);
         c.listening();
-        assert!(miss(c.room("a")).is_some());
+        assert!(miss(find(&c, "a")).is_some());
     }
 
     #[test]
     fn a_row_read_before_a_change_is_not_kept_after_it() {
-        let c = Cache::new();
-        c.listening();
-        let at = miss(c.room("a"));
+        let c = listening();
+        let at = miss(find(&c, "a"));
         c.changed("rooms");
-        c.keep_room("a", &room("a"), at);
-        let at = miss(c.room("a"));
-        c.keep_room("a", &room("a"), at);
-        assert!(matches!(c.room("a"), Lookup::Hit(r) if r.name == "a"));
+        keep_room(&c, "a", at);
+        let at = miss(find(&c, "a"));
+        keep_room(&c, "a", at);
+        assert!(matches!(find(&c, "a"), Lookup::Hit(r) if r.name == "a"));
         // A change of the other table leaves it; one of its own forgets it.
         c.changed("tokens");
-        assert!(matches!(c.room("a"), Lookup::Hit(_)));
+        assert!(matches!(find(&c, "a"), Lookup::Hit(_)));
         c.changed("rooms");
-        assert!(miss(c.room("a")).is_some());
+        assert!(miss(find(&c, "a")).is_some());
     }
 
     #[test]
     fn a_lost_connection_forgets_and_stops_trusting() {
-        let c = Cache::new();
-        c.listening();
-        let at = miss(c.room("a"));
-        c.keep_room("a", &room("a"), at);
+        let c = listening();
+        let at = miss(find(&c, "a"));
+        keep_room(&c, "a", at);
         c.deaf();
-        assert_eq!(miss(c.room("a")), None);
+        assert_eq!(miss(find(&c, "a")), None);
         c.listening();
-        assert!(miss(c.room("a")).is_some(), "forgotten, not restored");
+        assert!(miss(find(&c, "a")).is_some(), "forgotten, not restored");
     }
 }

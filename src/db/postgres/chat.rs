@@ -96,19 +96,14 @@ impl ChatStore for PostgresStore {
         Ok(fetch_one(&self.pool, sql, (room,)).await?)
     }
 
-    async fn read_messages_latest(
-        &self,
-        room: &str,
-        since_id: i64,
-        limit: i64,
-    ) -> Result<(Vec<Message>, i64)> {
+    async fn read_messages_latest(&self, room: &str, page: Page) -> Result<(Vec<Message>, i64)> {
         let rows = sqlx::query(
             "SELECT l.latest, m.id, m.room, m.ts, m.author, m.body, m.reply_to \
              FROM (SELECT COALESCE(MAX(id), 0) AS latest FROM messages WHERE room = $1) l \
              LEFT JOIN LATERAL (SELECT * FROM messages WHERE room = $1 AND id > $2 ORDER BY id LIMIT $3) m \
              ON true ORDER BY m.id",
         );
-        let rows = (room, since_id, limit)
+        let rows = (room, page.since_id, page.limit)
             .bind_to(rows)
             .fetch_all(&self.pool)
             .await?;

@@ -46,7 +46,7 @@ mod turns;
 mod webhooks;
 mod writer;
 
-use cache::{Cache, Lookup};
+use cache::Cache;
 use rows::*;
 
 use super::*;

@@ -56,16 +56,9 @@ impl RoomStore for PostgresStore {
     }
 
     async fn get_room(&self, name: &str) -> Result<Option<Room>> {
-        let at = match self.cache.room(name) {
-            Lookup::Hit(room) => return Ok(Some(room)),
-            Lookup::Miss(at) => at,
-        };
         let sql = select!(room_columns, " FROM rooms WHERE name = $1");
-        let room = fetch_opt(&self.pool, sql, (name,)).await?;
-        if let Some(room) = &room {
-            self.cache.keep_room(name, room, at);
-        }
-        Ok(room)
+        let read = fetch_opt(&self.pool, sql, (name,));
+        Ok(self.cache.read_through(|c| &c.rooms, name, read).await?)
     }
 
     async fn list_rooms(&self, now: i64) -> Result<Vec<RoomSummary>> {

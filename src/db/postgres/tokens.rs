@@ -30,16 +30,9 @@ impl TokenStore for PostgresStore {
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
-        let at = match self.cache.token(hash) {
-            Lookup::Hit(token) => return Ok(Some(token)),
-            Lookup::Miss(at) => at,
-        };
         let sql = select!(token_columns, ", NULL::bigint FROM tokens WHERE hash = $1");
-        let token = fetch_opt(&self.pool, sql, (hash,)).await?;
-        if let Some(token) = &token {
-            self.cache.keep_token(hash, token, at);
-        }
-        Ok(token)
+        let read = fetch_opt(&self.pool, sql, (hash,));
+        Ok(self.cache.read_through(|c| &c.tokens, hash, read).await?)
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {

@@ -27,15 +27,11 @@ impl AuditStore for SqliteStore {
     }
 
     async fn insert_admin_log(&self, e: &AdminLogEntry) -> Result<()> {
-        self.write(|c| {
-            exec(
-                c,
-                "INSERT INTO admin_log (ts, actor, address, action, target, flagged) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![e.ts, e.actor, e.address, e.action, e.target, e.flagged],
-            )?;
-            Ok(())
-        })
-        .await
+        let sql = "INSERT INTO admin_log (ts, actor, address, action, target, flagged) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+        let args = (e.ts, &e.actor, &e.address, &e.action, &e.target, e.flagged);
+        self.write_exec(sql, args).await?;
+        Ok(())
     }
 
     async fn admin_log(&self, limit: i64) -> Result<Vec<AdminLogEntry>> {

@@ -233,16 +233,15 @@ impl BoardStore for SqliteStore {
         )
     }
 
-    async fn my_mentions(
-        &self,
-        room: &str,
-        agent: &str,
-        since_id: i64,
-        limit: i64,
-    ) -> Result<Vec<Mention>> {
+    async fn my_mentions(&self, room: &str, agent: &str, page: Page) -> Result<Vec<Mention>> {
         self.read_rows(
             MY_MENTIONS,
-            params![room, agent, super::mentions_after(since_id), limit],
+            params![
+                room,
+                agent,
+                super::mentions_after(page.since_id),
+                page.limit
+            ],
         )
     }
 

@@ -17,6 +17,10 @@ impl ChatStore for SqliteStore {
                 "INSERT INTO messages (room, ts, author, body, reply_to) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
                 params![room, record.now, record.actor, body, reply_to],
             )?;
+            let written = Written {
+                message_id: Some(id),
+                ..Written::default()
+            };
             let message = Message {
                 id,
                 room: room.to_owned(),
@@ -24,10 +28,6 @@ impl ChatStore for SqliteStore {
                 author: record.actor.clone(),
                 body: body.to_owned(),
                 reply_to,
-            };
-            let written = Written {
-                message_id: Some(id),
-                ..Written::default()
             };
             let event = only(store_record(c, room, record, &written)?)?;
             Ok((message, event))
@@ -50,13 +50,7 @@ impl ChatStore for SqliteStore {
     }
 
     async fn latest_message_id(&self, room: &str) -> Result<i64> {
-        self.read(|c| {
-            Ok(row(
-                c,
-                "SELECT COALESCE(MAX(id), 0) FROM messages WHERE room = ?1",
-                [room],
-            )?
-            .unwrap_or(0))
-        })
+        let sql = "SELECT COALESCE(MAX(id), 0) FROM messages WHERE room = ?1";
+        Ok(self.read_row(sql, [room])?.unwrap_or(0))
     }
 }

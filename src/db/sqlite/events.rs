@@ -66,14 +66,8 @@ impl EventStore for SqliteStore {
     }
 
     async fn latest_event_id(&self, room: &str) -> Result<i64> {
-        self.read(|c| {
-            Ok(row(
-                c,
-                "SELECT COALESCE(MAX(id), 0) FROM events WHERE room = ?1",
-                [room],
-            )?
-            .unwrap_or(0))
-        })
+        let sql = "SELECT COALESCE(MAX(id), 0) FROM events WHERE room = ?1";
+        Ok(self.read_row(sql, [room])?.unwrap_or(0))
     }
 
     async fn events_after_cursor(&self, read: CursorRead<'_>) -> Result<EventPage> {

@@ -23,11 +23,11 @@ impl FileStore for SqliteStore {
                     f.task_id
                 ],
             )?;
-            let meta = stored_file(id, f, &record);
             let written = Written {
                 file_id: Some(id),
                 ..Written::default()
             };
+            let meta = stored_file(id, f, &record);
             let event = only(store_record(c, room, record, &written)?)?;
             Ok((meta, event))
         })

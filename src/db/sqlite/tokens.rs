@@ -39,10 +39,8 @@ impl TokenStore for SqliteStore {
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>> {
-        self.read_row(
-            select!(token_columns, ", NULL FROM tokens WHERE hash = ?1"),
-            [hash],
-        )
+        let sql = select!(token_columns, ", NULL FROM tokens WHERE hash = ?1");
+        self.read_row(sql, [hash])
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {

@@ -110,10 +110,8 @@ impl WebhookStore for SqliteStore {
     }
 
     async fn inbound_by_key(&self, key: &str) -> Result<Option<Inbound>> {
-        self.read_row(
-            select!(inbound_columns, " FROM inbound_hooks WHERE key = ?1"),
-            [key],
-        )
+        let sql = select!(inbound_columns, " FROM inbound_hooks WHERE key = ?1");
+        self.read_row(sql, [key])
     }
 
     async fn list_inbound(&self) -> Result<Vec<Inbound>> {

@@ -334,6 +334,26 @@ mod tests {
         (Writer::new(conn), path)
     }
 
+    /// [`writer`], to be shared by the writes of a test.
+    fn shared(dir: &tempfile::TempDir) -> (Arc<Writer>, String) {
+        let (writer, path) = writer(dir);
+        (Arc::new(writer), path)
+    }
+
+    /// Spawns `n` concurrent writes; write `i` runs `f(c, i)`.
+    fn spawn_writes<T: Send + 'static>(
+        writer: &Arc<Writer>,
+        n: i64,
+        f: fn(&Connection, i64) -> Result<T>,
+    ) -> Vec<JoinHandle<Result<T>>> {
+        (0..n)
+            .map(|i| {
+                let writer = writer.clone();
+                tokio::spawn(async move { writer.write(|c| f(c, i)).await })
+            })
+            .collect()
+    }
+
     fn committed(path: &str) -> Vec<i64> {
         let conn = Connection::open(path).unwrap();
         let mut stmt = conn.prepare("SELECT v FROM t ORDER BY v").unwrap();
@@ -378,24 +398,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_write_undoes_only_itself() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, path) = writer(&dir);
-        let writer = Arc::new(writer);
-        let tasks: Vec<_> = (0..300i64)
-            .map(|i| {
-                let writer = writer.clone();
-                tokio::spawn(async move {
-                    writer
-                        .write(|c| {
-                            c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
-                            if i % 3 == 0 {
-                                return Err(Error::invalid(format!("write {i} refused")));
-                            }
-                            Ok(i)
-                        })
-                        .await
-                })
-            })
-            .collect();
+        let (writer, path) = shared(&dir);
+        let tasks = spawn_writes(&writer, 300, |c, i| {
+            c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
+            if i % 3 == 0 {
+                return Err(Error::invalid(format!("write {i} refused")));
+            }
+            Ok(i)
+        });
         let mut ok = Vec::new();
         for (i, t) in tasks.into_iter().enumerate() {
             match t.await.unwrap() {
@@ -419,18 +429,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_in_one_batch_see_each_other() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, path) = writer(&dir);
-        let writer = Arc::new(writer);
-        let tasks: Vec<_> = (0..100i64)
-            .map(|i| {
-                let writer = writer.clone();
-                tokio::spawn(async move {
-                    writer
-                        .write(move |c| Ok(c.execute("INSERT INTO t (v) VALUES (?1)", [i % 50])?))
-                        .await
-                })
-            })
-            .collect();
+        let (writer, path) = shared(&dir);
+        let tasks = spawn_writes(&writer, 100, |c, i| {
+            Ok(c.execute("INSERT INTO t (v) VALUES (?1)", [i % 50])?)
+        });
         let mut ok = 0;
         for t in tasks {
             if t.await.unwrap().is_ok() {
@@ -446,8 +448,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn blocking_writes_commit_too() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, path) = writer(&dir);
-        let writer = Arc::new(writer);
+        let (writer, path) = shared(&dir);
         let mut tasks = Vec::new();
         for i in 0..40i64 {
             let writer = writer.clone();
@@ -476,8 +477,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cancelled_queued_write_does_not_strand_the_batch() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, path) = writer(&dir);
-        let writer = Arc::new(writer);
+        let (writer, path) = shared(&dir);
         // Hold the connection as a write in progress would.
         let mut state = writer.state.lock().await;
         let queued = {
@@ -501,8 +501,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panicking_write_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, path) = writer(&dir);
-        let writer = Arc::new(writer);
+        let (writer, path) = shared(&dir);
         let panicked = spawn_panicking_write(&writer, 7);
         assert!(panicked.await.unwrap().is_err());
         writer
@@ -517,8 +516,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panicking_write_does_not_strand_the_batch() {
         let dir = tempfile::tempdir().unwrap();
-        let (writer, path) = writer(&dir);
-        let writer = Arc::new(writer);
+        let (writer, path) = shared(&dir);
         let mut state = writer.state.lock().await;
         let panicking = spawn_panicking_write(&writer, 1);
         let (out, pending) = leave_batch_open(&writer, &mut state).await;

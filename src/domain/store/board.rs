@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 
+use super::Page;
 use crate::domain::model::*;
 use crate::error::Result;
 
@@ -30,12 +31,7 @@ pub trait BoardStore: Send + Sync {
     /// Tasks whose lease lapsed before `now`, across rooms: `(room, id)`.
     async fn lapsed_leases(&self, now: i64) -> Result<Vec<(String, i64)>>;
     async fn notes(&self, task_id: i64) -> Result<Vec<Note>>;
-    async fn my_mentions(
-        &self,
-        room: &str,
-        agent: &str,
-        since_id: i64,
-        limit: i64,
-    ) -> Result<Vec<Mention>>;
+    /// `agent`'s mentions in `room` after the place `page.since_id`.
+    async fn my_mentions(&self, room: &str, agent: &str, page: Page) -> Result<Vec<Mention>>;
     async fn search(&self, room: &str, words: &[String], limit: i64) -> Result<Vec<SearchHit>>;
 }

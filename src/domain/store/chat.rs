@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 
+use super::Page;
 use crate::domain::model::*;
 use crate::error::Result;
 
@@ -20,15 +21,11 @@ pub trait ChatStore: Send + Sync {
     /// The room and author of message `id`.
     async fn message_origin(&self, id: i64) -> Result<Option<(String, String)>>;
     async fn latest_message_id(&self, room: &str) -> Result<i64>;
-    /// [`ChatStore::read_messages`] and [`ChatStore::latest_message_id`]
-    /// together, in one round trip where the backend has them.
-    async fn read_messages_latest(
-        &self,
-        room: &str,
-        since_id: i64,
-        limit: i64,
-    ) -> Result<(Vec<Message>, i64)> {
-        let messages = self.read_messages(room, since_id, limit).await?;
+    /// The `page` of [`ChatStore::read_messages`] and
+    /// [`ChatStore::latest_message_id`] together, in one round trip where
+    /// the backend has them.
+    async fn read_messages_latest(&self, room: &str, page: Page) -> Result<(Vec<Message>, i64)> {
+        let messages = self.read_messages(room, page.since_id, page.limit).await?;
         Ok((messages, self.latest_message_id(room).await?))
     }
 }

@@ -33,6 +33,14 @@ pub use rooms::RoomStore;
 pub use tokens::TokenStore;
 pub use webhooks::WebhookStore;
 
+/// A page of rows after `since_id` (an id, or a mention's place), at most
+/// `limit` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub since_id: i64,
+    pub limit: i64,
+}
+
 /// Every trait of the port, for the callers of store methods.
 pub mod prelude {
     pub use super::{
