@@ -13,6 +13,7 @@ use chatroom::clock::Clock;
 use chatroom::db;
 use chatroom::domain::chat::message_record;
 use chatroom::domain::model::*;
+use chatroom::domain::store::oauth::ConnectApproval;
 use chatroom::domain::store::prelude::*;
 use chatroom::domain::store::{CursorRead, Page};
 use chatroom::domain::{Call, Core, Settings, rooms};
@@ -1330,9 +1331,15 @@ async fn oauth_round_trip() {
         let approve = |hash: &'static str, code: NewAuthCode| {
             let s = s.clone();
             async move {
-                s.oauth_approve(hash, "c3", "c3 app", &code, NOW)
-                    .await
-                    .unwrap()
+                s.oauth_approve(ConnectApproval {
+                    connect_hash: hash,
+                    client_id: "c3",
+                    client_name: "c3 app",
+                    code: &code,
+                    now: NOW,
+                })
+                .await
+                .unwrap()
             }
         };
         assert_eq!(approve("connect-nope", code.clone()).await, None, "{n}");

@@ -35,6 +35,7 @@ pub use crate::domain::model::{
     NewOAuthToken, OAuthClient, OAuthTokenRecord, RefreshChain, Rotation,
 };
 use crate::domain::names;
+use crate::domain::store::oauth::ConnectApproval;
 use crate::domain::store::prelude::*;
 use crate::domain::{Caller, Core};
 use crate::error::{Error, Result};
@@ -605,13 +606,13 @@ impl Core {
             expires_ts: now + AUTH_CODE_TTL_MS,
         };
         let grant = store
-            .oauth_approve(
-                &hash(&code),
-                &client.client_id,
-                &client.client_name,
-                &new,
+            .oauth_approve(ConnectApproval {
+                connect_hash: &hash(&code),
+                client_id: &client.client_id,
+                client_name: &client.client_name,
+                code: &new,
                 now,
-            )
+            })
             .await?;
         Ok(grant.map(|_| auth_code))
     }

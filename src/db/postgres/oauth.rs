@@ -9,10 +9,9 @@ use super::cache::{Access, Lookup};
 use super::rows::{Args, exec, fetch_all, fetch_one, fetch_opt, grant_args};
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
-    CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
-    OAuthTokenRecord, Rotation,
+    CodeTake, GrantRecord, NewConnectCode, NewOAuthToken, OAuthClient, OAuthTokenRecord, Rotation,
 };
-use crate::domain::store::OAuthStore;
+use crate::domain::store::oauth::{ConnectApproval, OAuthStore};
 use crate::error::Result;
 
 /// Rows one prune batch deletes (a short statement each, however much has
@@ -81,14 +80,8 @@ impl OAuthStore for PostgresStore {
         Ok(())
     }
 
-    async fn oauth_approve(
-        &self,
-        connect_hash: &str,
-        client_id: &str,
-        client_name: &str,
-        code: &NewAuthCode,
-        now: i64,
-    ) -> Result<Option<i64>> {
+    async fn oauth_approve(&self, approval: ConnectApproval<'_>) -> Result<Option<i64>> {
+        let (code, now) = (approval.code, approval.now);
         let mut tx = self.pool.begin().await?;
         // One statement spends the code and creates the grant: of two
         // approvals racing with one code (on any replicas), one finds it.
@@ -98,7 +91,12 @@ impl OAuthStore for PostgresStore {
              INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
              SELECT $3, $4, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, $2, profile FROM spent \
              RETURNING id";
-        let args = (connect_hash, now, client_id, client_name);
+        let args = (
+            approval.connect_hash,
+            now,
+            approval.client_id,
+            approval.client_name,
+        );
         let Some(grant_id) = fetch_opt(&mut *tx, spend, args).await? else {
             return Ok(None);
         };
@@ -118,7 +116,7 @@ impl OAuthStore for PostgresStore {
         );
         exec(&mut *tx, store_code, args).await?;
         let used = "UPDATE oauth_clients SET used_ts = $2 WHERE client_id = $1 AND used_ts IS NULL";
-        exec(&mut *tx, used, (client_id, now)).await?;
+        exec(&mut *tx, used, (approval.client_id, now)).await?;
         tx.commit().await?;
         Ok(Some(grant_id))
     }

@@ -6,10 +6,9 @@ use rusqlite::params;
 use super::{SqliteStore, exec, insert, json_list, row};
 use crate::domain::oauth::{AUTH_CODE_TTL_MS, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
-    CodeTake, GrantRecord, NewAuthCode, NewConnectCode, NewOAuthToken, OAuthClient,
-    OAuthTokenRecord, Rotation,
+    CodeTake, GrantRecord, NewConnectCode, NewOAuthToken, OAuthClient, OAuthTokenRecord, Rotation,
 };
-use crate::domain::store::OAuthStore;
+use crate::domain::store::oauth::{ConnectApproval, OAuthStore};
 use crate::error::{Error, Result};
 
 /// Rows one prune batch deletes: each batch is its own short write, so the
@@ -100,14 +99,8 @@ impl OAuthStore for SqliteStore {
         .await
     }
 
-    async fn oauth_approve(
-        &self,
-        connect_hash: &str,
-        client_id: &str,
-        client_name: &str,
-        code: &NewAuthCode,
-        now: i64,
-    ) -> Result<Option<i64>> {
+    async fn oauth_approve(&self, approval: ConnectApproval<'_>) -> Result<Option<i64>> {
+        let (code, now) = (approval.code, approval.now);
         self.write(|c| {
             // The guarded update is the single use: of two approvals racing
             // with one code, one changes the row and the other finds none.
@@ -115,7 +108,7 @@ impl OAuthStore for SqliteStore {
                 c,
                 "UPDATE oauth_connect_codes SET used_ts = ?2 \
                  WHERE hash = ?1 AND used_ts IS NULL AND expires_ts > ?2",
-                params![connect_hash, now],
+                params![approval.connect_hash, now],
             )?;
             if spent == 0 {
                 return Ok(None);
@@ -125,7 +118,7 @@ impl OAuthStore for SqliteStore {
                 "INSERT INTO oauth_grants (client_id, client_name, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, profile) \
                  SELECT ?2, ?3, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, ?4, profile \
                  FROM oauth_connect_codes WHERE hash = ?1 RETURNING id",
-                params![connect_hash, client_id, client_name, now],
+                params![approval.connect_hash, approval.client_id, approval.client_name, now],
             )?;
             exec(
                 c,
@@ -146,7 +139,7 @@ impl OAuthStore for SqliteStore {
             exec(
                 c,
                 "UPDATE oauth_clients SET used_ts = ?2 WHERE client_id = ?1 AND used_ts IS NULL",
-                params![client_id, now],
+                params![approval.client_id, now],
             )?;
             Ok(Some(grant_id))
         })

@@ -115,10 +115,8 @@ impl WebhookStore for SqliteStore {
     }
 
     async fn list_inbound(&self) -> Result<Vec<Inbound>> {
-        self.read_rows(
-            select!(inbound_columns, " FROM inbound_hooks ORDER BY id"),
-            [],
-        )
+        let sql = select!(inbound_columns, " FROM inbound_hooks ORDER BY id");
+        self.read_rows(sql, [])
     }
 
     async fn delete_inbound(&self, key: &str) -> Result<bool> {

@@ -7,6 +7,19 @@ use async_trait::async_trait;
 use crate::domain::model::*;
 use crate::error::Result;
 
+/// A client's approval of a connect code, as [`OAuthStore::oauth_approve`]
+/// writes it.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectApproval<'a> {
+    /// The SHA-256 of the connect code spent.
+    pub connect_hash: &'a str,
+    pub client_id: &'a str,
+    pub client_name: &'a str,
+    /// The authorization code stored for the new grant.
+    pub code: &'a NewAuthCode,
+    pub now: i64,
+}
+
 /// OAuth clients, connect codes, grants, authorization codes and tokens.
 #[async_trait]
 pub trait OAuthStore: Send + Sync {
@@ -26,14 +39,7 @@ pub trait OAuthStore: Send + Sync {
     /// `connect_hash`, creates the grant it names for the client, stores
     /// `code` for that grant and marks the client used. `None` (nothing
     /// changed) when no such connect code is left.
-    async fn oauth_approve(
-        &self,
-        connect_hash: &str,
-        client_id: &str,
-        client_name: &str,
-        code: &NewAuthCode,
-        now: i64,
-    ) -> Result<Option<i64>>;
+    async fn oauth_approve(&self, approval: ConnectApproval<'_>) -> Result<Option<i64>>;
     /// Spends the authorization code with `hash` (or finds it spent).
     async fn oauth_take_auth_code(&self, hash: &str, now: i64) -> Result<CodeTake>;
     async fn oauth_insert_tokens(&self, tokens: &[NewOAuthToken]) -> Result<()>;
