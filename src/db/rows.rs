@@ -1,10 +1,7 @@
-//! Row mapping shared by both backends: the column lists of the rows they
-//! both read, and how each model reads such a row by position ([`FromCols`])
-//! from either backend's row type ([`Cols`]). A column added to a model is
-//! read in one place, and the two backends cannot map it differently.
-//!
-//! Each backend writes its own SQL around these lists (placeholders and
-//! casts differ); only the order of the columns is shared.
+//! Row mapping shared by both backends: how each model reads a row of its
+//! column list (`db/columns.rs`) by position ([`FromCols`]), from either
+//! backend's row type ([`Cols`]). A column added to a model is read in one
+//! place, and the two backends cannot map it differently.
 
 use crate::domain::model::*;
 use crate::domain::profile::Profile;
@@ -87,103 +84,6 @@ impl<A: FromCols, B: FromCols, C: FromCols> FromCols for (A, B, C) {
         let ((a, b), c) = <((A, B), C)>::from_cols(r)?;
         Ok((a, b, c))
     }
-}
-
-// The column lists, in the order the functions below read them (a lookup
-// by name costs a string search per value on SQLite). Macros, so that each
-// backend's statements stay `concat!`ed constants.
-
-/// `SELECT` the columns of a list, then the rest of the statement:
-/// `select!(room_columns, " FROM rooms WHERE name = ?1")`.
-macro_rules! select {
-    ($columns:ident, $($rest:expr),+ $(,)?) => {
-        concat!("SELECT ", $columns!(), $($rest),+)
-    };
-}
-
-macro_rules! room_columns {
-    () => {
-        "name, description, repo_url, onboarding_notes, retention_days"
-    };
-}
-
-/// A token row: these columns, then its `last_seen` (or `NULL`).
-macro_rules! token_columns {
-    () => {
-        "id, agent, room, also_rooms, readonly, admin, all_rooms, lead, skills, created_ts, revoked_ts, last_used_ts, profile"
-    };
-}
-
-macro_rules! message_columns {
-    () => {
-        "id, room, ts, author, body, reply_to"
-    };
-}
-
-/// The detail is JSON: stored as text on SQLite, as `JSONB` on PostgreSQL,
-/// read as text on both.
-macro_rules! event_columns {
-    () => {
-        "id, room, ts, kind, actor, task_id, message_id, CAST(detail AS TEXT) AS detail"
-    };
-}
-
-macro_rules! file_columns {
-    () => {
-        "id, name, sha256, size, mime, author, ts, expires_ts, task_id"
-    };
-}
-
-macro_rules! task_columns {
-    () => {
-        "id, room, title, body, status, assignee, version, created_by, created_ts, updated_ts, priority, required_skill, needs_review, result, lease_seconds, lease_expires_ts"
-    };
-}
-
-macro_rules! note_columns {
-    () => {
-        "id, task_id, author, ts, body"
-    };
-}
-
-macro_rules! admin_log_columns {
-    () => {
-        "id, ts, actor, address, action, target, flagged"
-    };
-}
-
-macro_rules! oauth_client_columns {
-    () => {
-        "client_id, secret_hash, client_name, redirect_uris, auth_method, created_ts, used_ts"
-    };
-}
-
-macro_rules! auth_code_columns {
-    () => {
-        "grant_id, client_id, redirect_uri, code_challenge, resource, expires_ts, redirect_uri_given"
-    };
-}
-
-/// An OAuth grant, its columns named through the alias `g`.
-macro_rules! grant_columns {
-    () => {
-        "g.id, g.client_id, g.client_name, g.agent, g.room, g.also_rooms, g.readonly, g.admin, \
-         g.all_rooms, g.lead, g.skills, g.created_ts, g.revoked_ts, g.refresh_hash, \
-         g.refresh_prev_hash, g.refresh_rotated_ts, g.refresh_expires_ts, g.profile"
-    };
-}
-
-macro_rules! webhook_columns {
-    () => {
-        "id, room, url, format, events, secret, created_ts, cursor, attempts, next_ts, \
-         first_fail_ts, failures, paused, delivered, last_ts, last_status"
-    };
-}
-
-macro_rules! inbound_columns {
-    () => {
-        "id, key, room, agent, secret, secret_hash, created_ts, last_used_ts"
-    };
 }
 
 impl FromCols for Room {

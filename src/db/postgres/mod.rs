@@ -17,7 +17,8 @@
 //! This file holds the store, its pool, the writes every area shares and the
 //! relay; each area of the port has its own file (`rooms.rs`, `tokens.rs`,
 //! `chat.rs`, `events.rs`, `board.rs`, `files.rs`, `audit.rs`, `copy.rs`,
-//! `oauth.rs`, `webhooks.rs`), and `rows.rs` maps the rows they share;
+//! `oauth.rs`, `webhooks.rs`), and `rows.rs` runs their statements (arguments
+//! from tuples, rows read through the shared mapping of `db/rows.rs`);
 //! `stats.rs` keeps the planner's statistics fresh after a burst.
 
 use std::str::FromStr;

@@ -1,8 +1,9 @@
 //! How the PostgreSQL areas run a statement and read its rows: the
-//! arguments bound in order from a tuple ([`Args`]), each row read by a
-//! mapping function, the shared mapping (`db/rows.rs`) reading a [`PgRow`]
-//! by position with lists as `TEXT[]`. Errors stay `sqlx`'s, so each call
-//! maps them as it did (`text_error` where the statement writes text).
+//! arguments bound in order from tuples ([`Args`]), each row read as a
+//! model by the mapping both backends share (`db/rows.rs`), from a
+//! [`PgRow`] by position with lists as `TEXT[]`. Errors stay `sqlx`'s, so
+//! each call maps them as it did (`text_error` where the statement writes
+//! text).
 
 use sqlx::postgres::PgArguments;
 use sqlx::{Encode, Executor, Postgres, SqlSafeStr, Type};
