@@ -10,6 +10,7 @@ use chatroom::clock::now_ms;
 use chatroom::db;
 use chatroom::domain::chat::message_record;
 use chatroom::domain::model::{EventFilter, Record};
+use chatroom::domain::store::NewMessage;
 use common::TestServer;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -139,7 +140,14 @@ async fn seed(s: &TestServer) -> (Vec<i64>, i64) {
         );
         let (m, _) = s
             .store
-            .post_message("lobby", &body, None, record)
+            .post_message(
+                "lobby",
+                NewMessage {
+                    body: &body,
+                    reply_to: None,
+                },
+                record,
+            )
             .await
             .unwrap();
         ids.push(m.id);

@@ -15,7 +15,7 @@ use chatroom::domain::chat::message_record;
 use chatroom::domain::model::*;
 use chatroom::domain::store::oauth::ConnectApproval;
 use chatroom::domain::store::prelude::*;
-use chatroom::domain::store::{CursorRead, Page};
+use chatroom::domain::store::{CursorRead, NewMessage, Page};
 use chatroom::domain::{Call, Core, Settings, rooms};
 use common::{Grant, PgDatabase, pg_server};
 use serde_json::json;
@@ -87,6 +87,11 @@ fn new_task(title: &str, depends_on: Vec<i64>) -> NewTask {
         required_skill: None,
         needs_review: false,
     }
+}
+
+/// A message of `body`, answering `reply_to`.
+fn message(body: &str, reply_to: Option<i64>) -> NewMessage<'_> {
+    NewMessage { body, reply_to }
 }
 
 /// A read after `agent`'s cursor in `room`.
@@ -190,7 +195,9 @@ async fn rooms_round_trip() {
             "old",
             None,
         );
-        s.post_message("lobby", "old", None, old).await.unwrap();
+        s.post_message("lobby", message("old", None), old)
+            .await
+            .unwrap();
         let (event, pruned) = s
             .set_retention(
                 "lobby",
@@ -209,7 +216,9 @@ async fn rooms_round_trip() {
             2
         );
         let fresh = message_record(Record::new("alice", None, NOW), "fresh", None);
-        s.post_message("lobby", "fresh", None, fresh).await.unwrap();
+        s.post_message("lobby", message("fresh", None), fresh)
+            .await
+            .unwrap();
         // Prune as of a day later removes nothing new; three days later, the rest.
         assert_eq!(s.prune(NOW + 86_400_000).await.unwrap().messages, 0, "{n}");
         assert_eq!(
@@ -395,7 +404,7 @@ async fn chat_events_and_cursors() {
             None,
         );
         let (m, e) = s
-            .post_message("lobby", "hi @bob", None, record)
+            .post_message("lobby", message("hi @bob", None), record)
             .await
             .unwrap();
         assert_eq!(
@@ -409,7 +418,7 @@ async fn chat_events_and_cursors() {
         assert_eq!(s.audit_count().await.unwrap(), before + 1, "{n}: audited");
         let reply = message_record(Record::new("bob", None, NOW + 1), "yes", Some(m.id));
         let (r, _) = s
-            .post_message("lobby", "yes", Some(m.id), reply)
+            .post_message("lobby", message("yes", Some(m.id)), reply)
             .await
             .unwrap();
         assert_eq!(r.reply_to, Some(m.id), "{n}");
@@ -726,7 +735,10 @@ async fn concurrent_writes_of_a_room_commit_together_and_fail_alone() {
                             &body,
                             None,
                         );
-                        let (m, e) = s.post_message("busy", &body, None, record).await.unwrap();
+                        let (m, e) = s
+                            .post_message("busy", message(&body, None), record)
+                            .await
+                            .unwrap();
                         (i, Ok((m.id, e.id)))
                     }
                 }
@@ -927,7 +939,10 @@ async fn copy_and_backup() {
         let n = b.name;
         s.create_room(&room("lobby"), NOW).await.unwrap();
         let record = message_record(Record::new("alice", None, NOW), "one", None);
-        let (m, _) = s.post_message("lobby", "one", None, record).await.unwrap();
+        let (m, _) = s
+            .post_message("lobby", message("one", None), record)
+            .await
+            .unwrap();
         let rows = s.dump_table("messages", 0, 10).await.unwrap();
         assert_eq!(rows.len(), 1, "{n}");
         assert_eq!(rows[0]["body"], "one", "{n}");
@@ -957,7 +972,10 @@ async fn copy_and_backup() {
             "{n}"
         );
         let next = message_record(Record::new("alice", None, NOW), "two", None);
-        let (m2, _) = c.post_message("lobby", "two", None, next).await.unwrap();
+        let (m2, _) = c
+            .post_message("lobby", message("two", None), next)
+            .await
+            .unwrap();
         assert!(m2.id > 1000, "{n}: ids continue after the floor");
         // Backup: SQLite writes a copy; PostgreSQL names its own tool.
         let path = b.dir.path().join("backup.db");
@@ -1081,7 +1099,7 @@ async fn post_many(s: &Arc<dyn Store>, room: &str, author: &'static str, count: 
             let body = format!("{author} {i}");
             let record =
                 message_record(Record::new(author, Some("post_message"), NOW), &body, None);
-            s.post_message(&room, &body, None, record)
+            s.post_message(&room, message(&body, None), record)
                 .await
                 .unwrap()
                 .1

@@ -196,8 +196,10 @@ async fn reconnects_after_the_server_restarts() {
     let (_, event) = store
         .post_message(
             "lobby",
-            "while you were away",
-            None,
+            chatroom::domain::store::NewMessage {
+                body: "while you were away",
+                reply_to: None,
+            },
             chatroom::domain::chat::message_record(
                 chatroom::domain::model::Record::new(
                     "bob",

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use crate::domain::limits;
 use crate::domain::model::*;
 use crate::domain::store::prelude::*;
-use crate::domain::store::{CursorRead, Page};
+use crate::domain::store::{CursorRead, NewMessage, Page};
 use crate::error::Result;
 use rows::*;
 pub use tables::{Col, TABLES, Table};

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use crate::domain::model::{EventKind, Message, Record};
-use crate::domain::store::Page;
+use crate::domain::store::{NewMessage, Page};
 use crate::domain::{Call, Core, limits};
 use crate::error::{Error, Result};
 
@@ -136,7 +136,7 @@ impl Core {
             .collect();
         let (message, event) = self
             .store
-            .post_message(&room.name, body, reply_to, record)
+            .post_message(&room.name, NewMessage { body, reply_to }, record)
             .await?;
         call.mark_audited();
         self.bus.publish([event]);

@@ -7,10 +7,10 @@ impl ChatStore for PostgresStore {
     async fn post_message(
         &self,
         room: &str,
-        body: &str,
-        reply_to: Option<i64>,
+        m: NewMessage<'_>,
         mut record: Record,
     ) -> Result<(Message, Event)> {
+        let NewMessage { body, reply_to } = m;
         // What PostgreSQL would refuse in the statement, refused before it,
         // so that the statement cannot fail on what it writes and needs no
         // savepoint of its own (`Writers::write_one`): the names in it are

@@ -7,10 +7,10 @@ impl ChatStore for SqliteStore {
     async fn post_message(
         &self,
         room: &str,
-        body: &str,
-        reply_to: Option<i64>,
+        m: NewMessage<'_>,
         record: Record,
     ) -> Result<(Message, Event)> {
+        let NewMessage { body, reply_to } = m;
         self.write(|c| {
             let id: i64 = insert(
                 c,

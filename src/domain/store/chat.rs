@@ -6,15 +6,22 @@ use super::Page;
 use crate::domain::model::*;
 use crate::error::Result;
 
+/// A message to post: its text, and the message it answers.
+#[derive(Debug, Clone, Copy)]
+pub struct NewMessage<'a> {
+    pub body: &'a str,
+    pub reply_to: Option<i64>,
+}
+
 /// A room's messages.
 #[async_trait]
 pub trait ChatStore: Send + Sync {
-    /// Posts `body` by the record's actor; the record's mentions are the message's.
+    /// Posts `message` by the record's actor; the record's mentions are the
+    /// message's.
     async fn post_message(
         &self,
         room: &str,
-        body: &str,
-        reply_to: Option<i64>,
+        message: NewMessage<'_>,
         record: Record,
     ) -> Result<(Message, Event)>;
     async fn read_messages(&self, room: &str, since_id: i64, limit: i64) -> Result<Vec<Message>>;

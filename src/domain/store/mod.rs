@@ -24,7 +24,7 @@ use crate::error::Result;
 
 pub use audit::AuditStore;
 pub use board::BoardStore;
-pub use chat::ChatStore;
+pub use chat::{ChatStore, NewMessage};
 pub use copy::CopyStore;
 pub use events::{CursorRead, EventStore};
 pub use files::FileStore;
