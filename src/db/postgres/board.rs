@@ -53,14 +53,10 @@ impl BoardStore for PostgresStore {
                     let sql = "INSERT INTO tasks (room, title, body, status, assignee, version, created_by, created_ts, updated_ts, \
                          priority, required_skill, needs_review) \
                          VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id";
-                    let args = (&room, &t.title, &t.body, t.status.as_str(), &t.assignee, &t.created_by)
-                        .bind_to(sqlx::query(sql))
-                        .bind(record.now)
-                        .bind(&t.priority)
-                        .bind(&t.required_skill)
-                        .bind(t.needs_review);
-                    let row = args.fetch_one(&mut *tx).await.map_err(text_error)?;
-                    let id: i64 = row.try_get(0)?;
+                    let task = (&t.title, &t.body, t.status.as_str(), &t.assignee, &t.created_by);
+                    let rest = (record.now, &t.priority, &t.required_skill, t.needs_review);
+                    let args = (&room,).then(task).then(rest);
+                    let id: i64 = fetch_one(&mut *tx, sql, args).await.map_err(text_error)?;
                     if !t.depends_on.is_empty() {
                         let sql = "INSERT INTO task_deps (task_id, depends_on) \
                              SELECT $1, d FROM UNNEST($2::bigint[]) AS d ON CONFLICT DO NOTHING";
@@ -132,14 +128,10 @@ impl BoardStore for PostgresStore {
                          WHERE id = $1 AND room = $2 AND version = $10";
                     #[cfg(feature = "history-fault")]
                     let sql = sqlx::AssertSqlSafe(crate::db::unguard(sql, &c));
-                    let args = (id, &room, c.status.as_str(), &c.assignee, &c.body, &c.result)
-                        .bind_to(sqlx::query(sql))
-                        .bind(c.lease_seconds)
-                        .bind(c.lease_expires_ts)
-                        .bind(now)
-                        .bind(c.expected_version);
-                    let done = args.execute(&mut *tx).await.map_err(text_error)?;
-                    if done.rows_affected() == 0 {
+                    let change = (c.status.as_str(), &c.assignee, &c.body, &c.result);
+                    let lease = (c.lease_seconds, c.lease_expires_ts);
+                    let args = (id, &room).then(change).then(lease).then((now, c.expected_version));
+                    if exec(&mut *tx, sql, args).await.map_err(text_error)? == 0 {
                         return Ok(None);
                     }
                     let mut written = Written::default();

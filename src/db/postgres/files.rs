@@ -9,24 +9,10 @@ impl FileStore for PostgresStore {
         let sql = "INSERT INTO files (room, name, mime, size, sha256, content, author, ts, expires_ts, task_id) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id";
         let size = f.content.len() as i64;
-        let args = (
-            room,
-            &f.name,
-            &f.mime,
-            size,
-            &f.sha256,
-            &f.content,
-            &record.actor,
-        )
-            .bind_to(sqlx::query(sql))
-            .bind(record.now)
-            .bind(f.expires_at)
-            .bind(f.task_id);
-        let id: i64 = args
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(text_error)?
-            .try_get(0)?;
+        let file = (&f.name, &f.mime, size, &f.sha256, &f.content);
+        let by = (&record.actor, record.now, f.expires_at, f.task_id);
+        let args = (room,).then(file).then(by);
+        let id: i64 = fetch_one(&mut *tx, sql, args).await.map_err(text_error)?;
         let meta = stored_file(id, f, &record);
         let written = Written {
             file_id: Some(id),

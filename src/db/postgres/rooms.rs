@@ -35,24 +35,16 @@ async fn prune_room(conn: &mut PgConnection, room: &str, cutoff: i64) -> Result<
 #[async_trait]
 impl RoomStore for PostgresStore {
     async fn create_room(&self, room: &Room, now: i64) -> Result<bool> {
-        let r = room;
-        let args = (
-            &r.name,
-            &r.description,
-            &r.repo_url,
-            &r.onboarding_notes,
-            r.retention_days,
-            now,
+        let sql = "INSERT INTO rooms (name, description, repo_url, onboarding_notes, retention_days, created_ts) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING";
+        let info = (
+            &room.name,
+            &room.description,
+            &room.repo_url,
+            &room.onboarding_notes,
         );
-        let made = exec(
-            &self.pool,
-            "INSERT INTO rooms (name, description, repo_url, onboarding_notes, retention_days, created_ts) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
-            args,
-        )
-        .await
-        .map_err(text_error)?;
-        Ok(made == 1)
+        let args = info.then((room.retention_days, now));
+        Ok(exec(&self.pool, sql, args).await.map_err(text_error)? == 1)
     }
 
     async fn get_room(&self, name: &str) -> Result<Option<Room>> {
