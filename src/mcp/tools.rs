@@ -5,6 +5,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use rmcp::handler::server::common::Extension;
+use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 use serde_json::{Value, json};
@@ -123,7 +124,65 @@ impl Chatroom {
     }
 }
 
-#[tool_router(vis = "pub(super)")]
+/// The board app's buttons and panels (MCP Apps): each an app-only tool,
+/// hidden from the model (`_meta.ui.visibility: ["app"]`), that takes the
+/// arguments of the tool it stands for and answers as that tool does. Its
+/// own name keeps the app's calls apart in the audit log and lets the `app`
+/// profile allow them alone. `(name, the tool it stands for, description)`.
+const APP_TOOLS: [(&str, &str, &str); 7] = [
+    (
+        "board_refresh",
+        "show_board",
+        "The board app's refresh: the board as show_board gives it.",
+    ),
+    (
+        "board_task",
+        "get_task",
+        "The board app's task panel: one task with its notes.",
+    ),
+    (
+        "board_claim",
+        "claim_task",
+        "The board app's Claim button (a person's click).",
+    ),
+    (
+        "board_release",
+        "release_task",
+        "The board app's Release button (a person's click).",
+    ),
+    (
+        "board_note",
+        "add_note",
+        "The board app's note form (a person's note).",
+    ),
+    (
+        "board_post",
+        "post_message",
+        "The board app's chat composer (a person's message).",
+    ),
+    (
+        "board_review",
+        "review_task",
+        "The board app's Approve and Reject buttons (a person's review).",
+    ),
+];
+
+impl Chatroom {
+    /// Every tool: those declared below, and the board app's ([`APP_TOOLS`]).
+    pub(super) fn tool_router() -> ToolRouter<Chatroom> {
+        let mut router = Chatroom::declared_tools();
+        for (name, of, description) in APP_TOOLS {
+            let mut route = router.map[of].clone();
+            route.attr.name = name.into();
+            route.attr.description = Some(description.into());
+            route.attr.meta = Some(super::app::app_only_meta());
+            router.add_route(route);
+        }
+        router
+    }
+}
+
+#[tool_router(router = declared_tools)]
 impl Chatroom {
     #[tool(
         description = "Who you are: your agent name, default room, rooms and flags (from your token)."
@@ -417,66 +476,6 @@ impl Chatroom {
         Extension(call): Ctx,
     ) -> Result<Summarized> {
         self.board(a, &call).await
-    }
-
-    #[tool(
-        description = "The board app's refresh: the board as show_board gives it.",
-        meta = super::app::app_only_meta()
-    )]
-    async fn board_refresh(
-        &self,
-        Parameters(a): Parameters<RoomOnly>,
-        Extension(call): Ctx,
-    ) -> Result<Summarized> {
-        self.board(a, &call).await
-    }
-
-    #[tool(
-        description = "The board app's task panel: one task with its notes.",
-        meta = super::app::app_only_meta()
-    )]
-    async fn board_task(&self, a: Parameters<TaskId>, call: Ctx) -> Result<Reply> {
-        self.get_task(a, call).await
-    }
-
-    #[tool(
-        description = "The board app's Claim button (a person's click).",
-        meta = super::app::app_only_meta()
-    )]
-    async fn board_claim(&self, a: Parameters<ClaimTask>, call: Ctx) -> Result<Reply> {
-        self.claim_task(a, call).await
-    }
-
-    #[tool(
-        description = "The board app's Release button (a person's click).",
-        meta = super::app::app_only_meta()
-    )]
-    async fn board_release(&self, a: Parameters<ReleaseTask>, call: Ctx) -> Result<Reply> {
-        self.release_task(a, call).await
-    }
-
-    #[tool(
-        description = "The board app's note form (a person's note).",
-        meta = super::app::app_only_meta()
-    )]
-    async fn board_note(&self, a: Parameters<AddNote>, call: Ctx) -> Result<Reply> {
-        self.add_note(a, call).await
-    }
-
-    #[tool(
-        description = "The board app's chat composer (a person's message).",
-        meta = super::app::app_only_meta()
-    )]
-    async fn board_post(&self, a: Parameters<PostMessage>, call: Ctx) -> Result<Reply> {
-        self.post_message(a, call).await
-    }
-
-    #[tool(
-        description = "The board app's Approve and Reject buttons (a person's review).",
-        meta = super::app::app_only_meta()
-    )]
-    async fn board_review(&self, a: Parameters<ReviewTask>, call: Ctx) -> Result<Reply> {
-        self.review_task(a, call).await
     }
 
     /// `show_board` and the app's refresh: the whole board as structured
