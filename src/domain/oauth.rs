@@ -744,11 +744,6 @@ impl Core {
         client: &ClientInfo,
         asked: CodeExchange<'_>,
     ) -> std::result::Result<TokenResponse, OAuthError> {
-        let TokenEndpoint {
-            key,
-            resources: our_resources,
-            life,
-        } = at;
         let store = self.store.as_ref();
         let now = self.clock.now_ms();
         let CodeExchange {
@@ -759,7 +754,7 @@ impl Core {
         } = asked;
         let verifier = verifier
             .ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE S256)"))?;
-        check_resource(resource, our_resources)?;
+        check_resource(resource, at.resources)?;
         if !code.starts_with(AUTH_CODE_PREFIX) || code.len() > 200 {
             return Err(OAuthError::invalid_grant(
                 "the authorization code is not valid",
@@ -820,14 +815,14 @@ impl Core {
                 "code_verifier does not match the code challenge",
             ));
         }
-        let refresh = refresh_token(key, found.grant_id, &random_bytes::<32>());
-        let (access, answer) = access_for(found.grant_id, &refresh, life, now);
+        let refresh = refresh_token(at.key, found.grant_id, &random_bytes::<32>());
+        let (access, answer) = access_for(found.grant_id, &refresh, at.life, now);
         let started = store
             .oauth_rotate_refresh(&Rotation {
                 grant_id: found.grant_id,
                 old_hash: None,
                 new_hash: hash(refresh.expose()),
-                expires_ts: now + life.refresh_ms,
+                expires_ts: now + at.life.refresh_ms,
                 access,
                 now,
             })
@@ -882,14 +877,9 @@ impl Core {
         raw: &str,
         resource: Option<&str>,
     ) -> std::result::Result<TokenResponse, OAuthError> {
-        let TokenEndpoint {
-            key,
-            resources: our_resources,
-            life,
-        } = at;
         let store = self.store.as_ref();
         let now = self.clock.now_ms();
-        check_resource(resource, our_resources)?;
+        check_resource(resource, at.resources)?;
         let invalid = || OAuthError::invalid_grant("the refresh token is not valid");
         if !raw.starts_with(REFRESH_PREFIX) || raw.len() > 200 {
             return Err(invalid());
@@ -898,7 +888,7 @@ impl Core {
         let Some(grant) = store.oauth_grant_by_refresh(&token_hash).await? else {
             // Not the live token of any grant nor the one it replaced: a spent
             // token of a grant if its tag is ours, else nothing of ours.
-            return match tagged_grant(key, raw) {
+            return match tagged_grant(at.key, raw) {
                 Some(grant_id) => Err(reuse(store, Some(grant_id), None, now).await?),
                 None => Err(invalid()),
             };
@@ -911,7 +901,7 @@ impl Core {
                 "this grant was revoked; sign in again",
             ));
         }
-        let next = successor(key, grant.id, raw);
+        let next = successor(at.key, grant.id, raw);
         let next_hash = hash(next.expose());
         let mut grant = Some(grant);
         if let Some(g) = grant
@@ -924,13 +914,13 @@ impl Core {
                     "the refresh token has expired; sign in again",
                 ));
             }
-            let (access, answer) = access_for(grant_id, &next, life, now);
+            let (access, answer) = access_for(grant_id, &next, at.life, now);
             let rotated = store
                 .oauth_rotate_refresh(&Rotation {
                     grant_id,
                     old_hash: Some(token_hash.clone()),
                     new_hash: next_hash.clone(),
-                    expires_ts: now + life.refresh_ms,
+                    expires_ts: now + at.life.refresh_ms,
                     access,
                     now,
                 })
@@ -946,7 +936,7 @@ impl Core {
                 .filter(|g| g.revoked_ts.is_none());
         }
         let Some(grant) = grant else {
-            return Err(reuse(store, tagged_grant(key, raw), None, now).await?);
+            return Err(reuse(store, tagged_grant(at.key, raw), None, now).await?);
         };
         let fresh_retry = grant.refresh.prev_hash.as_deref() == Some(token_hash.as_str())
             && grant.refresh.hash.as_deref() == Some(next_hash.as_str())
@@ -957,7 +947,7 @@ impl Core {
         if !fresh_retry {
             return Err(reuse(store, Some(grant.id), Some(&grant.grant.agent), now).await?);
         }
-        let (access, answer) = access_for(grant.id, &next, life, now);
+        let (access, answer) = access_for(grant.id, &next, at.life, now);
         store.oauth_insert_tokens(&[access]).await?;
         tracing::info!(grant = grant.id, agent = %grant.grant.agent, "a refresh token was presented again within the grace period; the same successor was sent");
         Ok(answer)
