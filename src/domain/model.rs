@@ -191,7 +191,12 @@ pub struct Room {
 /// Room info fields to change; `None` leaves a field as it is. Declared
 /// once, like [`Grant`]: read from the REST body (serde) and the CLI's flags
 /// (clap).
-#[derive(Debug, Clone, Default, Deserialize, clap::Args, utoipa::ToSchema)]
+// (And flattened into `set_room_info`'s arguments, whose schema schemars
+// makes; the doc comment above is the OpenAPI description.)
+#[derive(
+    Debug, Clone, Default, Deserialize, clap::Args, utoipa::ToSchema, rmcp::schemars::JsonSchema,
+)]
+#[schemars(crate = "rmcp::schemars")]
 #[group(skip)]
 pub struct RoomInfo {
     /// What the room is for (max 2,000 chars).

@@ -15,8 +15,8 @@ use super::args::*;
 use super::reply::Summarized;
 use crate::auth::streams::Slot;
 use crate::domain::board::{self, Outcome};
+use crate::domain::model::EventFilter;
 use crate::domain::model::Status;
-use crate::domain::model::{EventFilter, RoomInfo};
 use crate::domain::{Call, files};
 use crate::error::Result;
 use crate::present::{self, Reply, Viewer, digest};
@@ -251,15 +251,10 @@ impl Chatroom {
         Parameters(a): Parameters<SetRoomInfo>,
         Extension(call): Ctx,
     ) -> Result<Reply> {
-        let info = RoomInfo {
-            description: a.description,
-            repo_url: a.repo_url,
-            onboarding_notes: a.onboarding_notes,
-        };
         let room = self
             .state
             .core
-            .set_room_info(&call, a.room.as_deref(), info)
+            .set_room_info(&call, a.room.as_deref(), a.info)
             .await?;
         Ok(Reply::new(&call, &room.name, present::room_info_set(&room)).untrusted())
     }
