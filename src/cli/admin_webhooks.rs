@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::clock::fmt_ts;
 use crate::domain::webhooks;
 use crate::domain::{Core, Owner};
+use crate::present;
 
 #[derive(Subcommand)]
 pub enum WebhookCommand {
@@ -107,14 +108,7 @@ pub async fn execute(
         WebhookCommand::Webhooks { json } => {
             let list = store.list_webhooks().await?;
             if json {
-                let rows: Vec<_> = list
-                    .iter()
-                    .map(|h| {
-                        let mut v = json!(h);
-                        v["url"] = json!(crate::domain::webhooks::shown_url(&h.url));
-                        v
-                    })
-                    .collect();
+                let rows: Vec<_> = list.iter().map(present::webhook::listed).collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else if list.is_empty() {
                 println!("no webhooks yet: chatroom admin add-webhook --room ROOM --url URL");
@@ -137,7 +131,7 @@ pub async fn execute(
                         h.delivered,
                         h.failures,
                         last,
-                        crate::domain::webhooks::shown_url(&h.url)
+                        webhooks::shown_url(&h.url)
                     );
                 }
             }

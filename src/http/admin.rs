@@ -28,7 +28,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -516,14 +516,17 @@ async fn mint_token(
         .core
         .owner_mint_token(&owner, body.grant.trimmed())
         .await?;
-    let whole_server = t.grant.server_admin();
-    let mut v = json!(t);
-    v["whole_server_admin"] = json!(whole_server);
-    v["setup"] = setup::both(&state.config, &headers, secret.expose(), &t, &given);
-    v["token"] = json!(secret.expose());
-    v["ok"] = json!(true);
-    v["shown_once"] = json!(true);
-    Ok((StatusCode::CREATED, Json(v)).into_response())
+    let setup = setup::both(&state.config, &headers, secret.expose(), &t, &given);
+    Ok(created(
+        &t,
+        json!({
+            "whole_server_admin": t.grant.server_admin(),
+            "setup": setup,
+            "token": secret.expose(),
+            "ok": true,
+            "shown_once": true,
+        }),
+    ))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -626,6 +629,16 @@ async fn room_call<T>(
     .await
 }
 
+/// `201` with what a console form made: `record`'s fields and, beside
+/// them, `fields` (a secret shown this once, `ok`, …).
+fn created(record: impl Serialize, fields: Value) -> Response {
+    let mut v = json!(record);
+    if let (Some(v), Value::Object(fields)) = (v.as_object_mut(), fields) {
+        v.extend(fields);
+    }
+    (StatusCode::CREATED, Json(v)).into_response()
+}
+
 /// [`refuse_token_like`] over a grant's agent and skills.
 fn refuse_token_like_grant(grant: &Grant) -> Result<()> {
     refuse_token_like(
@@ -712,15 +725,10 @@ async fn connect_app(
         .core
         .owner_connect(&owner, body.grant.trimmed(), body.ttl_minutes)
         .await?;
-    let whole_server = info.grant.server_admin();
     let (lan, remote) = setup::base_urls(&state.config, &headers);
     let mcp = |base: &str| format!("{}/mcp", base.trim_end_matches('/'));
     let name = format!("chatroom-{}", info.grant.room);
-    let mut v = json!(info);
-    v["ttl_minutes"] = json!(body.ttl_minutes);
-    v["whole_server_admin"] = json!(whole_server);
-    v["mcp_url"] = json!({"lan": mcp(&lan.url), "remote": mcp(&remote.url)});
-    v["steps"] = json!({
+    let steps = json!({
         "claude_ai": format!(
             "claude.ai, Claude Desktop or the Claude mobile app: Settings → Connectors → Add custom connector → URL {} → Add, then Connect, and enter the code on the page that opens.",
             mcp(&remote.url)
@@ -735,6 +743,14 @@ async fn connect_app(
             setup::shell_quote(&mcp(&lan.url))
         ),
     });
-    v["code"] = json!(code.expose());
-    Ok((StatusCode::CREATED, Json(v)).into_response())
+    Ok(created(
+        &info,
+        json!({
+            "ttl_minutes": body.ttl_minutes,
+            "whole_server_admin": info.grant.server_admin(),
+            "mcp_url": {"lan": mcp(&lan.url), "remote": mcp(&remote.url)},
+            "steps": steps,
+            "code": code.expose(),
+        }),
+    ))
 }
