@@ -259,6 +259,16 @@ fn action_name(action: Action) -> &'static str {
     }
 }
 
+/// [`transition`] of `task` as it is, by `caller` in the roles it holds on it.
+fn transition_of(action: Action, caller: &Caller, task: &Task) -> Result<Status, Refusal> {
+    transition(
+        action,
+        task.status,
+        Roles::of(caller, task),
+        task.needs_review,
+    )
+}
+
 /// Why `caller` may not claim `task` as it is, or `None` when the claim
 /// goes through: the transition table, then the holder, the assignment,
 /// the required skill and the dependencies.
@@ -272,12 +282,7 @@ fn claim_refusal(caller: &Caller, task: &Task) -> Option<String> {
     if let Some(holder) = task.holder() {
         return Some(format!("already held by {holder}"));
     }
-    if let Err(r) = transition(
-        Action::Claim,
-        task.status,
-        Roles::of(caller, task),
-        task.needs_review,
-    ) {
+    if let Err(r) = transition_of(Action::Claim, caller, task) {
         return Some(r.message().to_owned());
     }
     if let Some(a) = &task.assignee
@@ -577,8 +582,7 @@ impl Core {
         room: Option<&str>,
         req: CreateTask,
     ) -> Result<Task> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         limits::non_empty("title", &req.title)?;
         limits::check("title", &req.title, limits::TITLE)?;
         let body = req.body.unwrap_or_default();
@@ -689,8 +693,7 @@ impl Core {
         id: i64,
         lease_seconds: Option<i64>,
     ) -> Result<Outcome> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         if let Some(s) = lease_seconds
             && !(1..=limits::LEASE_SECONDS_MAX).contains(&s)
         {
@@ -726,14 +729,11 @@ impl Core {
         id: i64,
         req: UpdateTask,
     ) -> Result<(Outcome, bool)> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         if req.status.is_none() && req.body.is_none() && req.note.is_none() {
             return Err(Error::invalid("give at least one of status, body, note"));
         }
-        if let Some(body) = &req.body {
-            limits::check("body", body, limits::BODY)?;
-        }
+        limits::check_given("body", req.body.as_deref(), limits::BODY)?;
         if let Some(note) = &req.note {
             limits::non_empty("note", note)?;
             limits::check("note", note, limits::NOTE)?;
@@ -795,18 +795,10 @@ impl Core {
         id: i64,
         reason: Option<&str>,
     ) -> Result<Outcome> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
-        if let Some(r) = reason {
-            limits::check("reason", r, limits::REASON)?;
-        }
+        let room = self.writable_room(call, room).await?;
+        limits::check_given("reason", reason, limits::REASON)?;
         self.change_task(call, &room, id, true, |task, record| {
-            match transition(
-                Action::Release,
-                task.status,
-                Roles::of(call, task),
-                task.needs_review,
-            ) {
+            match transition_of(Action::Release, call, task) {
                 Err(r) => Ok(Decision::Refuse(r.message().to_owned())),
                 Ok(to) => {
                     let mut change = TaskChange::from(task, record).to(to);
@@ -830,8 +822,7 @@ impl Core {
         id: i64,
         body: &str,
     ) -> Result<(Task, i64)> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         limits::non_empty("body", body)?;
         limits::check("body", body, limits::NOTE)?;
         let noted = self.indexed_mentions(&room, body).await?;
@@ -857,18 +848,12 @@ impl Core {
         id: i64,
         result: &str,
     ) -> Result<Task> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         limits::non_empty("result", result)?;
         limits::check("result", result, limits::RESULT)?;
         let outcome = self
             .change_task(call, &room, id, true, |task, record| {
-                let to = transition(
-                    Action::Submit,
-                    task.status,
-                    Roles::of(call, task),
-                    task.needs_review,
-                )?;
+                let to = transition_of(Action::Submit, call, task)?;
                 let mut change = TaskChange::from(task, record).to(to);
                 change.result = Some(result.to_owned());
                 Ok(Decision::Write(change.event(
@@ -890,12 +875,9 @@ impl Core {
         approve: bool,
         note: Option<&str>,
     ) -> Result<Task> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         let note = note.map(str::trim).filter(|n| !n.is_empty());
-        if let Some(n) = note {
-            limits::check("note", n, limits::REASON)?;
-        }
+        limits::check_given("note", note, limits::REASON)?;
         if !approve && note.is_none() {
             return Err(Error::invalid(
                 "a rejection needs a note saying what to change",
@@ -907,12 +889,7 @@ impl Core {
         };
         let outcome = self
             .change_task(call, &room, id, true, |task, record| {
-                let to = transition(
-                    Action::Review { approve },
-                    task.status,
-                    Roles::of(call, task),
-                    task.needs_review,
-                )?;
+                let to = transition_of(Action::Review { approve }, call, task)?;
                 let mut change = TaskChange::from(task, record).to(to);
                 if !approve {
                     change.assignee = None;
@@ -939,19 +916,11 @@ impl Core {
         id: i64,
         reason: Option<&str>,
     ) -> Result<Task> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
-        if let Some(r) = reason {
-            limits::check("reason", r, limits::REASON)?;
-        }
+        let room = self.writable_room(call, room).await?;
+        limits::check_given("reason", reason, limits::REASON)?;
         let outcome = self
             .change_task(call, &room, id, true, |task, record| {
-                let to = transition(
-                    Action::Cancel,
-                    task.status,
-                    Roles::of(call, task),
-                    task.needs_review,
-                )?;
+                let to = transition_of(Action::Cancel, call, task)?;
                 let change = TaskChange::from(task, record).to(to);
                 Ok(Decision::Write(change.event(
                     EventKind::TaskCancelled,

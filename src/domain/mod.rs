@@ -137,6 +137,14 @@ impl Core {
         self.presence.used(caller.token_id);
     }
 
+    /// The name of the room a write by `caller` goes to ([`Core::room`]),
+    /// refused after it for a read-only token ([`Core::writable`]).
+    pub async fn writable_room(&self, caller: &Caller, requested: Option<&str>) -> Result<String> {
+        let room = self.room(caller, requested).await?.name;
+        self.writable(caller)?;
+        Ok(room)
+    }
+
     /// Refuses a write by a read-only (observer) token.
     pub fn writable(&self, caller: &Caller) -> Result<()> {
         if caller.readonly {
