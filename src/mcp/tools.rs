@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
 
 use rmcp::handler::server::common::Extension;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -382,21 +381,14 @@ impl Chatroom {
         Parameters(a): Parameters<WaitForChange>,
         Extension(call): Ctx,
     ) -> Result<Reply> {
-        let max = self.state.config.max_wait.as_secs_f64();
-        let timeout = a.timeout_s.unwrap_or(45.0);
-        let timeout = if timeout.is_nan() {
-            45.0
-        } else {
-            timeout.clamp(0.0, max)
-        };
+        let timeout = self.state.core.settings.wait_timeout(a.timeout_s);
         // Counts against the token's streams, and ends when it is revoked:
         // a cap past it is `rate_limited` (the tool-error form of 429).
         let slot = self.state.streams.open(&call.caller)?;
-        let wait = self.state.core.wait_for_change(
-            &call,
-            a.room.as_deref(),
-            Duration::from_secs_f64(timeout),
-        );
+        let wait = self
+            .state
+            .core
+            .wait_for_change(&call, a.room.as_deref(), timeout);
         let (room, outcome) = tokio::select! {
             outcome = wait => outcome?,
             _ = slot.revoked() => return Err(Slot::revoked_error()),
