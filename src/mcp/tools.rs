@@ -194,9 +194,7 @@ impl Chatroom {
             &c.room,
             json!({
                 "agent": c.agent,
-                "rooms": if c.all_rooms {
-                    self.state.core.store.list_rooms(self.state.core.clock.now_ms()).await.map(|rs| rs.into_iter().map(|r| r.room.name).collect()).unwrap_or_else(|_| c.rooms())
-                } else { c.rooms() },
+                "rooms": self.readable_rooms(c).await,
                 "readonly": c.readonly,
                 "admin": c.admin,
                 "all_rooms": c.all_rooms,
