@@ -321,48 +321,26 @@ fn body_edit(roles: Roles, status: Status) -> Result<()> {
     Ok(())
 }
 
-/// An action on a task as `can` names it, with the tool that takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Can {
-    /// `claim_task`.
-    Claim,
-    /// `release_task`.
-    Release,
-    /// `add_note` (and `update_task` with only a `note`).
-    Note,
-    /// `update_task` with a `status` or a `body` (at least the body: a
-    /// task in review takes body edits but no status change).
-    Update,
-    /// `submit_result`.
-    Submit,
-    /// `review_task`, to approve or to reject.
-    Review,
-    /// `cancel_task` (and `update_task` to `cancelled`).
-    Cancel,
-}
-
-impl Can {
-    pub const ALL: [Can; 7] = [
-        Can::Claim,
-        Can::Release,
-        Can::Note,
-        Can::Update,
-        Can::Submit,
-        Can::Review,
-        Can::Cancel,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Can::Claim => "claim",
-            Can::Release => "release",
-            Can::Note => "note",
-            Can::Update => "update",
-            Can::Submit => "submit",
-            Can::Review => "review",
-            Can::Cancel => "cancel",
-        }
+named_enum! {
+    /// An action on a task as `can` names it, with the tool that takes it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Can {
+        /// `claim_task`.
+        Claim => "claim",
+        /// `release_task`.
+        Release => "release",
+        /// `add_note` (and `update_task` with only a `note`).
+        Note => "note",
+        /// `update_task` with a `status` or a `body` (at least the body: a
+        /// task in review takes body edits but no status change).
+        Update => "update",
+        /// `submit_result`.
+        Submit => "submit",
+        /// `review_task`, to approve or to reject.
+        Review => "review",
+        /// `cancel_task` (and `update_task` to `cancelled`).
+        Cancel => "cancel",
     }
 }
 
