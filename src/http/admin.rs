@@ -201,6 +201,25 @@ impl Admin {
     fn call(&self, tool: &'static str) -> Call {
         Call::new(self.caller.clone(), tool)
     }
+
+    /// Runs `work` as the owner in the console on `room`, through `tool`
+    /// and [`admit`]: the console is not rate limited, and the call gets
+    /// its audit row in `room` if its write carried none.
+    async fn in_room<T>(
+        &self,
+        state: &AppState,
+        tool: &'static str,
+        room: &str,
+        work: impl AsyncFnOnce(&Owner<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let call = self.call(tool);
+        let owner = Owner::console(&call, self.addr);
+        let at = RoomArg::Named(room).recorded(&call.caller);
+        admit(state, &call, Meter::Unmetered, at, None, async || {
+            work(&owner).await
+        })
+        .await
+    }
 }
 
 /// The length of the run after `cr_` that makes text look like a token
@@ -405,12 +424,11 @@ async fn room_info(
     JsonBody(body): JsonBody<InfoBody>,
 ) -> Result<Json<Value>> {
     let info = checked_info(body.description, body.repo_url, body.onboarding_notes)?;
-    let call = actor.call("admin.set_room_info");
-    let owner = Owner::console(&call, actor.addr);
-    let room = room_call(&state, &call, &room, async || {
-        state.core.set_room_info(&owner, Some(&room), info).await
-    })
-    .await?;
+    let room = actor
+        .in_room(&state, "admin.set_room_info", &room, async |owner| {
+            state.core.set_room_info(owner, Some(&room), info).await
+        })
+        .await?;
     Ok(Json(json!({ "room": room })))
 }
 
@@ -435,15 +453,14 @@ async fn room_retention(
     Path(RoomPath { room }): Path<RoomPath>,
     JsonBody(body): JsonBody<RetentionBody>,
 ) -> Result<Json<Value>> {
-    let call = actor.call("admin.set_retention");
-    let owner = Owner::console(&call, actor.addr);
-    let (room, pruned) = room_call(&state, &call, &room, async || {
-        state
-            .core
-            .set_retention(&owner, Some(&room), body.days)
-            .await
-    })
-    .await?;
+    let (room, pruned) = actor
+        .in_room(&state, "admin.set_retention", &room, async |owner| {
+            state
+                .core
+                .set_retention(owner, Some(&room), body.days)
+                .await
+        })
+        .await?;
     Ok(Json(json!({ "room": room, "pruned": pruned })))
 }
 
@@ -473,12 +490,11 @@ async fn delete_room(
              again as confirmation (?confirm=NAME)",
         ));
     }
-    let call = actor.call("admin.delete_room");
-    let owner = Owner::console(&call, actor.addr);
-    room_call(&state, &call, &room, async || {
-        state.core.delete_room(&owner, &room).await
-    })
-    .await?;
+    actor
+        .in_room(&state, "admin.delete_room", &room, async |owner| {
+            state.core.delete_room(owner, &room).await
+        })
+        .await?;
     Ok(Json(json!({ "deleted": room })))
 }
 
@@ -609,25 +625,6 @@ async fn purge_tokens(
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-/// Runs a room call through [`admit`]: the console is not rate limited,
-/// and the call gets its audit row in `room` if its write carried none.
-async fn room_call<T>(
-    state: &AppState,
-    call: &Call,
-    room: &str,
-    work: impl AsyncFnOnce() -> Result<T>,
-) -> Result<T> {
-    admit(
-        state,
-        call,
-        Meter::Unmetered,
-        RoomArg::Named(room).recorded(&call.caller),
-        None,
-        work,
-    )
-    .await
-}
 
 /// `201` with what a console form made: `record`'s fields and, beside
 /// them, `fields` (a secret shown this once, `ok`, …).
