@@ -52,6 +52,16 @@ const CLIENT_PREFIX: &str = "crcl_";
 const CLIENT_SECRET_PREFIX: &str = "crcs_";
 /// Prefix of connect codes.
 pub const CONNECT_PREFIX: &str = "crc-";
+/// The longest presented token or code that is looked up: anything longer
+/// is none of ours, refused before it is hashed.
+pub const MAX_CREDENTIAL_LEN: usize = 200;
+
+/// Whether `raw` can be a credential of the kind `prefix` starts (its
+/// prefix, at most [`MAX_CREDENTIAL_LEN`]), before any lookup.
+pub fn shaped_like(raw: &str, prefix: &str) -> bool {
+    raw.starts_with(prefix) && raw.len() <= MAX_CREDENTIAL_LEN
+}
+
 /// The one scope: everything the grant's flags allow.
 pub const SCOPE: &str = "chatroom";
 /// How long an authorization code may wait for its exchange.
@@ -755,7 +765,7 @@ impl Core {
         let verifier = verifier
             .ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE S256)"))?;
         check_resource(resource, at.resources)?;
-        if !code.starts_with(AUTH_CODE_PREFIX) || code.len() > 200 {
+        if !shaped_like(code, AUTH_CODE_PREFIX) {
             return Err(OAuthError::invalid_grant(
                 "the authorization code is not valid",
             ));
@@ -881,7 +891,7 @@ impl Core {
         let now = self.clock.now_ms();
         check_resource(resource, at.resources)?;
         let invalid = || OAuthError::invalid_grant("the refresh token is not valid");
-        if !raw.starts_with(REFRESH_PREFIX) || raw.len() > 200 {
+        if !shaped_like(raw, REFRESH_PREFIX) {
             return Err(invalid());
         }
         let token_hash = hash(raw);
@@ -989,7 +999,7 @@ impl Core {
     ) -> Result<()> {
         let store = self.store.as_ref();
         let now = self.clock.now_ms();
-        if raw.len() > 200 {
+        if raw.len() > MAX_CREDENTIAL_LEN {
             return Ok(());
         }
         let grant = if raw.starts_with(ACCESS_PREFIX) {
@@ -1018,7 +1028,7 @@ impl Core {
 /// is not revoked. Called from token verification for `cra_` tokens.
 impl Core {
     pub async fn verify_access(&self, raw: &str) -> Result<Option<Caller>> {
-        if raw.len() > 200 {
+        if raw.len() > MAX_CREDENTIAL_LEN {
             return Ok(None);
         }
         let token_hash = TokenHash::of(raw);
