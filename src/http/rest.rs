@@ -22,7 +22,7 @@ use crate::auth::body::body_guard;
 use crate::auth::require_token;
 use crate::domain::model::RoomInfo;
 use crate::error::{Error, Result};
-use crate::present::{self, UNTRUSTED_WARNING, Viewer, digest};
+use crate::present::{self, UNTRUSTED_WARNING, digest};
 use crate::state::AppState;
 
 use super::openapi::RoomQuery;
@@ -151,22 +151,8 @@ async fn whats_new(
             Ok((headers, [content_type], text).into_response())
         }
         None | Some("json") => {
-            let viewer = Viewer::new(&api.caller.agent);
-            let events: Vec<Value> = page.events.iter().map(|e| viewer.event(e)).collect();
-            let mut body = json!({
-                "since_event_id": page.since,
-                "count": events.len(),
-                "events": events,
-                "remaining": page.remaining,
-                "remaining_more": page.remaining_more,
-                "moved_cursor": advance,
-            });
-            if page.first_look {
-                body["room_onboarding"] = present::room(room);
-            }
-            if let Some(r) = &news.reset {
-                body["cursor_reset"] = digest::cursor_reset(r);
-            }
+            let mut body = present::news(&news, &api.caller.agent);
+            body["moved_cursor"] = json!(advance);
             Ok((headers, Json(api.untrusted(&room.name, body))).into_response())
         }
         Some(other) => Err(Error::invalid(format!(

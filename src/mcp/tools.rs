@@ -7,7 +7,7 @@ use rmcp::handler::server::common::Extension;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Chatroom;
 use super::args::*;
@@ -18,7 +18,7 @@ use crate::domain::model::EventFilter;
 use crate::domain::model::Status;
 use crate::domain::{Call, files};
 use crate::error::Result;
-use crate::present::{self, Reply, Viewer, digest};
+use crate::present::{self, Reply};
 
 type Ctx = Extension<Arc<Call>>;
 
@@ -348,27 +348,8 @@ impl Chatroom {
             .core
             .whats_new(&call, a.room.as_deref(), limit, true, false, None)
             .await?;
-        let (room, page) = (&news.room, &news.page);
-        let viewer = Viewer::new(&call.agent);
-        let events: Vec<Value> = page.events.iter().map(|e| viewer.event(e)).collect();
-        let mut reply = Reply::new(
-            &call,
-            &room.name,
-            json!({
-                "since_event_id": page.since,
-                "count": events.len(),
-                "events": events,
-                "remaining": page.remaining,
-                "remaining_more": page.remaining_more,
-            }),
-        );
-        if page.first_look {
-            reply = reply.with("room_onboarding", present::room(room));
-        }
-        if let Some(r) = &news.reset {
-            reply = reply.with("cursor_reset", digest::cursor_reset(r));
-        }
-        Ok(reply.untrusted())
+        let body = present::news(&news, &call.agent);
+        Ok(Reply::new(&call, &news.room.name, body).untrusted())
     }
 
     #[tool(

@@ -15,6 +15,7 @@ use crate::clock::fmt_ts;
 use crate::domain::Caller;
 use crate::domain::board;
 use crate::domain::chat::mentions_agent;
+use crate::domain::events::News;
 use crate::domain::model::{Event, Member, Message, Room};
 use crate::domain::model::{FileMeta, Note, Status, Task};
 
@@ -60,6 +61,29 @@ impl Reply {
     pub fn into_value(self) -> Value {
         Value::Object(self.body)
     }
+}
+
+/// What `whats_new` answers on every surface: the page of events after the
+/// cursor as `agent` sees them, with the room's onboarding on the first
+/// look and `cursor_reset` when the cursor lay beyond the history.
+pub fn news(news: &News, agent: &str) -> Value {
+    let page = &news.page;
+    let viewer = Viewer::new(agent);
+    let events: Vec<Value> = page.events.iter().map(|e| viewer.event(e)).collect();
+    let mut body = json!({
+        "since_event_id": page.since,
+        "count": events.len(),
+        "events": events,
+        "remaining": page.remaining,
+        "remaining_more": page.remaining_more,
+    });
+    if page.first_look {
+        body["room_onboarding"] = room(&news.room);
+    }
+    if let Some(r) = &news.reset {
+        body["cursor_reset"] = digest::cursor_reset(r);
+    }
+    body
 }
 
 /// A room's info: `get_room_info`, `set_room_info`, first-look onboarding.
