@@ -204,11 +204,9 @@ async fn list_tasks(
                 .await
         })
         .await?;
-    let tasks = present::tasks(&tasks, &api.caller);
-    Ok(Json(api.untrusted(
-        &room,
-        json!({"count": tasks.len(), "tasks": tasks}),
-    )))
+    Ok(Json(
+        api.untrusted(&room, present::task_list(&tasks, &api.caller)),
+    ))
 }
 
 /// One task with its notes: `{task: {…, notes}}`.
@@ -527,10 +525,9 @@ async fn set_retention(
             s.core.set_retention(call, Some(&room), b.days).await
         })
         .await?;
-    Ok(Json(api.reply(
-        &room.name,
-        json!({"ok": true, "retention_days": room.retention_days, "pruned": pruned}),
-    )))
+    Ok(Json(
+        api.reply(&room.name, present::retention_set(&room, pruned)),
+    ))
 }
 
 /// Room admins: delete the room named in the path with everything in it.

@@ -341,12 +341,9 @@ impl Chatroom {
             .list_tasks(&call, Some(room), Some("open"), None, Some(200), None)
             .await
             .map_err(|_| not_found())?;
-        let body = serde_json::json!({
-            "room": name,
-            "count": tasks.len(),
-            "tasks": crate::present::tasks(&tasks, &call),
-            "untrusted_content_warning": UNTRUSTED_WARNING,
-        });
+        let mut body = crate::present::task_list(&tasks, &call);
+        body["room"] = serde_json::json!(name);
+        body["untrusted_content_warning"] = serde_json::json!(UNTRUSTED_WARNING);
         Ok(rmcp::model::ReadResourceResult::new(vec![
             rmcp::model::ResourceContents::text(body.to_string(), uri)
                 .with_mime_type("application/json"),

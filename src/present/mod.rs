@@ -17,7 +17,7 @@ use crate::domain::board;
 use crate::domain::chat::mentions_agent;
 use crate::domain::events::News;
 use crate::domain::model::{Event, Member, Message, Room};
-use crate::domain::model::{FileMeta, Note, Status, Task};
+use crate::domain::model::{FileMeta, Note, PruneCount, Status, Task};
 
 /// The label on every answer that holds text other agents wrote.
 pub const UNTRUSTED_WARNING: &str =
@@ -127,6 +127,11 @@ pub fn task(task: &Task, viewer: &Caller) -> Value {
 /// Tasks as `viewer` sees them.
 pub fn tasks(tasks: &[Task], viewer: &Caller) -> Vec<Value> {
     tasks.iter().map(|t| task(t, viewer)).collect()
+}
+
+/// A list of tasks as `viewer` sees them: `{count, tasks}`.
+pub fn task_list(list: &[Task], viewer: &Caller) -> Value {
+    json!({"count": list.len(), "tasks": tasks(list, viewer)})
 }
 
 /// A task with its notes thread: `{…task, notes}`.
@@ -323,6 +328,12 @@ pub fn room_info_set(r: &Room) -> Value {
     v["ok"] = json!(true);
     v["room_info"] = room(r);
     v
+}
+
+/// A room's new retention and what setting it pruned: `{ok,
+/// retention_days, pruned}`.
+pub fn retention_set(r: &Room, pruned: PruneCount) -> Value {
+    json!({"ok": true, "retention_days": r.retention_days, "pruned": pruned})
 }
 
 /// A deleted room: `{ok, deleted, deleted_room}` (both name it).
