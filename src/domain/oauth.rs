@@ -724,6 +724,29 @@ fn access_for(
     (row, answer)
 }
 
+/// Makes `refresh` the live refresh token of `grant_id` in place of
+/// `old_hash` (`None`: the grant has none yet), issued with a fresh access
+/// token: whether this rotation won ([`Rotation`]), and the answer to send.
+async fn rotate_to(
+    store: &dyn Store,
+    at: TokenEndpoint<'_>,
+    grant_id: i64,
+    old_hash: Option<String>,
+    refresh: &Secret,
+    now: i64,
+) -> Result<(bool, TokenResponse)> {
+    let (access, answer) = access_for(grant_id, refresh, at.life, now);
+    let rotation = Rotation {
+        grant_id,
+        old_hash,
+        new_hash: hash(refresh.expose()),
+        expires_ts: now + at.life.refresh_ms,
+        access,
+        now,
+    };
+    Ok((store.oauth_rotate_refresh(&rotation).await?, answer))
+}
+
 /// What every token-endpoint decision needs besides the request: the
 /// store, the server's refresh key, the resources this server answers to,
 /// the lifetimes and the time.
@@ -826,17 +849,7 @@ impl Core {
             ));
         }
         let refresh = refresh_token(at.key, found.grant_id, &random_bytes::<32>());
-        let (access, answer) = access_for(found.grant_id, &refresh, at.life, now);
-        let started = store
-            .oauth_rotate_refresh(&Rotation {
-                grant_id: found.grant_id,
-                old_hash: None,
-                new_hash: hash(refresh.expose()),
-                expires_ts: now + at.life.refresh_ms,
-                access,
-                now,
-            })
-            .await?;
+        let (started, answer) = rotate_to(store, at, found.grant_id, None, &refresh, now).await?;
         if !started {
             return Err(OAuthError::invalid_grant(
                 "this grant was revoked; sign in again",
@@ -924,17 +937,8 @@ impl Core {
                     "the refresh token has expired; sign in again",
                 ));
             }
-            let (access, answer) = access_for(grant_id, &next, at.life, now);
-            let rotated = store
-                .oauth_rotate_refresh(&Rotation {
-                    grant_id,
-                    old_hash: Some(token_hash.clone()),
-                    new_hash: next_hash.clone(),
-                    expires_ts: now + at.life.refresh_ms,
-                    access,
-                    now,
-                })
-                .await?;
+            let old = Some(token_hash.clone());
+            let (rotated, answer) = rotate_to(store, at, grant_id, old, &next, now).await?;
             if rotated {
                 return Ok(answer);
             }
