@@ -381,11 +381,8 @@ async fn execute(store: Arc<dyn Store>, command: AdminCommand) -> anyhow::Result
 
 /// `list-rooms`: a table, or JSON.
 fn print_rooms(list: &[RoomSummary], json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
-    } else if list.is_empty() {
-        println!("no rooms yet: chatroom admin add-room NAME");
-    } else {
+    let none = "no rooms yet: chatroom admin add-room NAME";
+    super::print_listing(json, list, none, || {
         println!(
             "{:<24} {:>6} {:>9} {:>6} {:>9}",
             "ROOM", "OPEN", "MESSAGES", "FILES", "RETENTION"
@@ -401,8 +398,7 @@ fn print_rooms(list: &[RoomSummary], json: bool) -> anyhow::Result<()> {
                 r.room.name, r.open_tasks, r.messages, r.files, keep
             );
         }
-    }
-    Ok(())
+    })
 }
 
 /// `list-tokens`: tokens and OAuth grants, as a table or JSON (never a

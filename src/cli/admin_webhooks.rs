@@ -9,9 +9,11 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::json;
 
+use super::print_listing;
 use crate::clock::fmt_ts;
 use crate::domain::webhooks;
 use crate::domain::{Core, Owner};
+use crate::present;
 
 #[derive(Subcommand)]
 pub enum WebhookCommand {
@@ -106,24 +108,14 @@ pub async fn execute(
         }
         WebhookCommand::Webhooks { json } => {
             let list = store.list_webhooks().await?;
-            if json {
-                let rows: Vec<_> = list
-                    .iter()
-                    .map(|h| {
-                        let mut v = json!(h);
-                        v["url"] = json!(crate::domain::webhooks::shown_url(&h.url));
-                        v
-                    })
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else if list.is_empty() {
-                println!("no webhooks yet: chatroom admin add-webhook --room ROOM --url URL");
-            } else {
+            let rows: Vec<_> = list.iter().map(present::webhook::listed).collect();
+            let none = "no webhooks yet: chatroom admin add-webhook --room ROOM --url URL";
+            print_listing(json, &rows, none, || {
                 println!(
                     "{:>4} {:<16} {:<14} {:<8} {:>9} {:>8} {:<24} URL",
                     "ID", "ROOM", "FORMAT", "STATUS", "DELIVERED", "FAILURES", "LAST"
                 );
-                for h in list {
+                for h in &list {
                     let last = match (&h.last_ts, &h.last_status) {
                         (Some(ts), Some(s)) => format!("{} {s}", &fmt_ts(*ts)[..19]),
                         _ => "never".into(),
@@ -137,10 +129,10 @@ pub async fn execute(
                         h.delivered,
                         h.failures,
                         last,
-                        crate::domain::webhooks::shown_url(&h.url)
+                        webhooks::shown_url(&h.url)
                     );
                 }
-            }
+            })?;
         }
         WebhookCommand::RemoveWebhook { id } => {
             core.owner_remove_webhook(owner, id).await?;
@@ -173,15 +165,10 @@ pub async fn execute(
         }
         WebhookCommand::Inbound { json } => {
             let list = store.list_inbound().await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
-            } else if list.is_empty() {
-                println!(
-                    "no inbound URLs yet: chatroom admin add-inbound --room ROOM --agent NAME"
-                );
-            } else {
+            let none = "no inbound URLs yet: chatroom admin add-inbound --room ROOM --agent NAME";
+            print_listing(json, &list, none, || {
                 println!("{:<28} {:<16} {:<16} LAST USED", "KEY", "ROOM", "AGENT");
-                for i in list {
+                for i in &list {
                     println!(
                         "{:<28} {:<16} {:<16} {}",
                         i.key,
@@ -190,7 +177,7 @@ pub async fn execute(
                         i.last_used_ts.map(fmt_ts).unwrap_or_else(|| "never".into())
                     );
                 }
-            }
+            })?;
         }
         WebhookCommand::RemoveInbound { key } => {
             core.owner_remove_inbound(owner, &key).await?;

@@ -375,29 +375,29 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         s => vec![s],
     };
     let duration = Duration::from_secs_f64(args.duration);
+    let load = Load {
+        agents: &agents,
+        concurrency: args.concurrency,
+        duration,
+        min_steps: 0,
+    };
     let mut reports = Vec::new();
     let baseline = if args.no_baseline && args.scenario != Scenario::Baseline {
         None
     } else {
-        let r = throughput(
-            "baseline",
-            &agents,
-            args.concurrency,
-            duration,
-            |a, _| async move {
-                let r = a
-                    .http
-                    .get(format!("{}/healthz", a.base))
-                    .send()
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if r.status().is_success() {
-                    Ok(())
-                } else {
-                    Err(format!("HTTP {}", r.status()))
-                }
-            },
-        )
+        let r = throughput("baseline", load, |a, _| async move {
+            let r = a
+                .http
+                .get(format!("{}/healthz", a.base))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if r.status().is_success() {
+                Ok(())
+            } else {
+                Err(format!("HTTP {}", r.status()))
+            }
+        })
         .await;
         let rate = r.calls_per_s;
         reports.push(r);
@@ -406,50 +406,32 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     for s in scenarios {
         let mut r = match s {
             Scenario::Whoami => {
-                throughput(
-                    "whoami",
-                    &agents,
-                    args.concurrency,
-                    duration,
-                    |a, _| async move { a.call_ok("whoami", json!({})).await },
-                )
+                throughput("whoami", load, |a, _| async move {
+                    a.call_ok("whoami", json!({})).await
+                })
                 .await
             }
             Scenario::PostMessage => {
-                throughput(
-                    "post_message",
-                    &agents,
-                    args.concurrency,
-                    duration,
-                    |a, i| async move {
-                        a.call_ok(
-                            "post_message",
-                            json!({"body": format!("bench message {i}")}),
-                        )
-                        .await
-                    },
-                )
+                throughput("post_message", load, |a, i| async move {
+                    a.call_ok(
+                        "post_message",
+                        json!({"body": format!("bench message {i}")}),
+                    )
+                    .await
+                })
                 .await
             }
             Scenario::ReadMessages => {
                 seed_messages(&agents[0], 100).await?;
-                throughput(
-                    "read_messages",
-                    &agents,
-                    args.concurrency,
-                    duration,
-                    |a, _| async move { a.call_ok("read_messages", json!({"limit": 50})).await },
-                )
+                throughput("read_messages", load, |a, _| async move {
+                    a.call_ok("read_messages", json!({"limit": 50})).await
+                })
                 .await
             }
             Scenario::WhatsNew => {
-                throughput(
-                    "whats_new",
-                    &agents,
-                    args.concurrency,
-                    duration,
-                    |a, _| async move { a.call_ok("whats_new", json!({"limit": 50})).await },
-                )
+                throughput("whats_new", load, |a, _| async move {
+                    a.call_ok("whats_new", json!({"limit": 50})).await
+                })
                 .await
             }
             Scenario::ClaimStorm => claim_storm(&agents, args.concurrency, args.tasks).await?,
@@ -458,12 +440,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             Scenario::Mixed => {
                 let steps = Steps::default();
                 let each = steps.clone();
-                let mut r = throughput_at_least(
+                let mut r = throughput(
                     "mixed",
-                    &agents,
-                    args.concurrency,
-                    duration,
-                    MIXED_CYCLE,
+                    Load {
+                        min_steps: MIXED_CYCLE,
+                        ..load
+                    },
                     move |a, i| {
                         let each = each.clone();
                         async move {
@@ -479,16 +461,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 r
             }
             Scenario::CreateTask => {
-                throughput(
-                    "create_task",
-                    &agents,
-                    args.concurrency,
-                    duration,
-                    |a, i| async move {
-                        a.call_ok("create_task", json!({"title": format!("bench task {i}")}))
-                            .await
-                    },
-                )
+                throughput("create_task", load, |a, i| async move {
+                    a.call_ok("create_task", json!({"title": format!("bench task {i}")}))
+                        .await
+                })
                 .await
             }
             Scenario::UpdateTask => {
@@ -502,19 +478,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                     ids.push(t["created"]["id"].clone());
                 }
                 let ids = Arc::new(ids);
-                throughput(
-                    "update_task",
-                    &agents,
-                    args.concurrency,
-                    duration,
-                    move |a, i| {
-                        let id = ids[(i / 1_000_000) as usize % ids.len()].clone();
-                        async move {
-                            a.call_ok("update_task", json!({"task_id": id, "note": "progress"}))
-                                .await
-                        }
-                    },
-                )
+                throughput("update_task", load, move |a, i| {
+                    let id = ids[(i / 1_000_000) as usize % ids.len()].clone();
+                    async move {
+                        a.call_ok("update_task", json!({"task_id": id, "note": "progress"}))
+                            .await
+                    }
+                })
                 .await
             }
             Scenario::Search => search(&agents, args.concurrency, duration, args.foreign).await?,
@@ -612,6 +582,30 @@ fn print_table(reports: &[Report]) {
     }
 }
 
+impl Report {
+    /// The report of a scenario whose every call is one of `samples`
+    /// (`errors` of them failed), over `seconds`.
+    fn of_samples(
+        scenario: &str,
+        concurrency: usize,
+        seconds: f64,
+        errors: u64,
+        origin: Origin,
+        samples: Vec<Sample>,
+    ) -> Report {
+        let mut r = Report {
+            scenario: scenario.to_owned(),
+            concurrency,
+            seconds,
+            calls: samples.len() as u64,
+            errors,
+            ..Report::default()
+        };
+        fill_latencies(&mut r, origin, samples);
+        r
+    }
+}
+
 /// Latency percentiles of `samples`, in milliseconds, and the slowest
 /// 0.1 % of them (at least one) with the time each was sent.
 fn fill_latencies(r: &mut Report, origin: Origin, mut samples: Vec<Sample>) {
@@ -640,36 +634,30 @@ fn fill_latencies(r: &mut Report, origin: Origin, mut samples: Vec<Sample>) {
         .collect();
 }
 
-/// Runs `step` from `concurrency` workers for `duration`, with a progress line.
-async fn throughput<F, Fut>(
-    name: &str,
-    agents: &[Agent],
-    concurrency: usize,
-    duration: Duration,
-    step: F,
-) -> Report
-where
-    F: Fn(Agent, u64) -> Fut + Send + Sync + Clone + 'static,
-    Fut: std::future::Future<Output = Result<(), String>> + Send,
-{
-    throughput_at_least(name, agents, concurrency, duration, 0, step).await
-}
-
-/// [`throughput`], where each worker also makes at least `min_steps` steps
-/// however long they take: `mixed` reports every one of its steps, also on
-/// a slow machine or with a short `--duration`.
-async fn throughput_at_least<F, Fut>(
-    name: &str,
-    agents: &[Agent],
+/// What a throughput run puts on the server: `concurrency` workers, taking
+/// turns over `agents`, stepping for `duration`, and each at least
+/// `min_steps` times however long they take (`mixed` reports every one of
+/// its steps, also on a slow machine or with a short `--duration`).
+#[derive(Clone, Copy)]
+struct Load<'a> {
+    agents: &'a [Agent],
     concurrency: usize,
     duration: Duration,
     min_steps: u64,
-    step: F,
-) -> Report
+}
+
+/// Runs `step` as `load` says, with a progress line.
+async fn throughput<F, Fut>(name: &str, load: Load<'_>, step: F) -> Report
 where
     F: Fn(Agent, u64) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = Result<(), String>> + Send,
 {
+    let Load {
+        agents,
+        concurrency,
+        duration,
+        min_steps,
+    } = load;
     let calls = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -858,15 +846,8 @@ async fn growth(
         rows.push(json!({"behind": size, "median_ms": median_ms, "at_once_p99_ms": p99_ms, "seed_s": seed_s}));
         behind = size - ((ONE_BY_ONE + AT_ONCE) as u64 * PAGE as u64).min(size);
     }
-    let mut r = Report {
-        scenario: "growth".into(),
-        concurrency: AT_ONCE,
-        seconds: origin.at.elapsed().as_secs_f64(),
-        calls: samples.len() as u64,
-        errors,
-        ..Report::default()
-    };
-    fill_latencies(&mut r, origin, samples);
+    let seconds = origin.at.elapsed().as_secs_f64();
+    let mut r = Report::of_samples("growth", AT_ONCE, seconds, errors, origin, samples);
     r.extra.insert("sizes".into(), Value::Array(rows));
     Ok(r)
 }
@@ -939,7 +920,13 @@ async fn search(
         started.elapsed().as_secs_f64()
     );
     let one = [searcher];
-    let mut r = throughput("search", &one, concurrency, duration, |a, i| async move {
+    let load = Load {
+        agents: &one,
+        concurrency,
+        duration,
+        min_steps: 0,
+    };
+    let mut r = throughput("search", load, |a, i| async move {
         let query = if i % 2 == 0 { "alpha" } else { COMMON_WORDS };
         a.call_ok("search", json!({"query": query, "limit": 20}))
             .await
@@ -1103,16 +1090,8 @@ async fn claim_storm(agents: &[Agent], concurrency: usize, tasks: usize) -> anyh
             mismatched += 1;
         }
     }
-    let mut r = Report {
-        scenario: "claim_storm".into(),
-        concurrency,
-        seconds,
-        calls: samples.len() as u64,
-        errors,
-        ..Report::default()
-    };
+    let mut r = Report::of_samples("claim_storm", concurrency, seconds, errors, origin, samples);
     r.calls_per_s = r.calls as f64 / seconds;
-    fill_latencies(&mut r, origin, samples);
     r.extra.insert("tasks".into(), json!(tasks));
     r.extra.insert("claimed".into(), json!(claimed));
     r.extra.insert(
@@ -1295,15 +1274,8 @@ fn delivery_report(
     errors: u64,
     measures: &str,
 ) -> Report {
-    let mut r = Report {
-        scenario: name.into(),
-        concurrency: n,
-        seconds: origin.at.elapsed().as_secs_f64(),
-        calls: samples.len() as u64,
-        errors,
-        ..Report::default()
-    };
-    fill_latencies(&mut r, origin, samples);
+    let seconds = origin.at.elapsed().as_secs_f64();
+    let mut r = Report::of_samples(name, n, seconds, errors, origin, samples);
     r.extra.insert("measures".into(), json!(measures));
     r
 }

@@ -255,15 +255,10 @@ async fn follow(
     let mut out = BufReader::new(stdout).lines();
     let mut err = BufReader::new(stderr).lines();
     let handshake = async {
-        stdin
-            .write_all(format!("{init}\n").as_bytes())
-            .await
-            .map_err(|e| format!("stdin: {e}"))?;
+        send(&mut stdin, &init).await?;
         loop {
-            let line = out
-                .next_line()
-                .await
-                .map_err(|e| format!("stdout: {e}"))?
+            let line = next_line(&mut out, "stdout")
+                .await?
                 .ok_or("the channel closed stdout during the handshake")?;
             let v: Value = serde_json::from_str(&line).map_err(|e| format!("{line}: {e}"))?;
             if v["id"] == json!(0) {
@@ -273,16 +268,11 @@ async fn follow(
                 break;
             }
         }
-        stdin
-            .write_all(format!("{initialized}\n").as_bytes())
-            .await
-            .map_err(|e| format!("stdin: {e}"))?;
+        send(&mut stdin, &initialized).await?;
         // The channel says on stderr when it follows the room.
         loop {
-            let line = err
-                .next_line()
-                .await
-                .map_err(|e| format!("stderr: {e}"))?
+            let line = next_line(&mut err, "stderr")
+                .await?
                 .ok_or("the channel ended before it followed the room")?;
             if line.contains("following room") {
                 return Ok::<(), String>(());
@@ -319,6 +309,25 @@ async fn follow(
             });
         }
     }
+}
+
+/// Writes one JSON-RPC message to a channel's stdin, as a line.
+async fn send(stdin: &mut tokio::process::ChildStdin, message: &Value) -> Result<(), String> {
+    stdin
+        .write_all(format!("{message}\n").as_bytes())
+        .await
+        .map_err(|e| format!("stdin: {e}"))
+}
+
+/// The next line a channel wrote on `stream` (`None` when it closed it).
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
+    lines: &mut tokio::io::Lines<R>,
+    stream: &str,
+) -> Result<Option<String>, String> {
+    lines
+        .next_line()
+        .await
+        .map_err(|e| format!("{stream}: {e}"))
 }
 
 /// A process's resident memory in KiB (Linux), if it can be read.

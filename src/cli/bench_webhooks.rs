@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Agent, Origin, Report, Sample, delivery_report, throughput};
+use super::{Agent, Load, Origin, Report, Sample, delivery_report, throughput};
 
 /// Messages posted one after another to time delivery.
 const LATENCY_POSTS: usize = 200;
@@ -54,6 +54,12 @@ pub(super) async fn run(
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
     // 1. post_message with no webhook.
+    let load = Load {
+        agents,
+        concurrency,
+        duration,
+        min_steps: 0,
+    };
     let post = |a: Agent, i: u64| async move {
         a.call_ok(
             "post_message",
@@ -61,7 +67,7 @@ pub(super) async fn run(
         )
         .await
     };
-    let without = throughput("post_message", agents, concurrency, duration, post).await;
+    let without = throughput("post_message", load, post).await;
 
     // 2. Delivery latency, one webhook, one post at a time.
     let mut ids = vec![add(admin, &room, &url).await?];
@@ -113,7 +119,7 @@ pub(super) async fn run(
         ids.push(add(admin, &room, &url).await?);
     }
     let before = seen.lock().unwrap().len();
-    let with = throughput("post_message", agents, concurrency, duration, post).await;
+    let with = throughput("post_message", load, post).await;
     let expected = with.calls as usize * MANY;
     // Let the deliveries of that run finish (at most a minute), to count them.
     let drained = Instant::now();

@@ -231,49 +231,39 @@ pub fn to_markdown(data: &RoomExport) -> String {
         format!("keeps {} day(s)", room.retention_days)
     };
     let _ = writeln!(md, "- Retention: {retention}");
-    for (label, value) in [
+    let info = [
         ("Description", &room.description),
         ("Repository", &room.repo_url),
         ("Onboarding notes", &room.onboarding_notes),
-    ] {
+    ];
+    for (label, value) in info {
         if value.is_empty() {
             let _ = writeln!(md, "- {label}: (none)");
         }
     }
     md.push('\n');
-    for (label, value) in [
-        ("Description", &room.description),
-        ("Repository", &room.repo_url),
-        ("Onboarding notes", &room.onboarding_notes),
-    ] {
+    for (label, value) in info {
         if !value.is_empty() {
             agent_block(&mut md, &format!("{label} (agent-written):"), value);
         }
     }
 
-    md.push_str("## Chat\n\n");
-    if data.messages.is_empty() {
-        md.push_str("No messages.\n\n");
-    }
+    section(
+        &mut md,
+        "Chat",
+        data.messages.is_empty(),
+        "No messages.\n\n",
+    );
     for m in &data.messages {
         let reply = m
             .reply_to
             .map(|id| format!(" · reply to #{id}"))
             .unwrap_or_default();
-        let _ = writeln!(
-            md,
-            "### #{} · {} · {}{reply}\n",
-            m.id,
-            code_span(&m.author),
-            fmt_ts(m.ts)
-        );
+        let _ = writeln!(md, "### #{} · {}{reply}\n", m.id, by_at(&m.author, m.ts));
         agent_block(&mut md, "Message (agent-written):", &m.body);
     }
 
-    md.push_str("## Board\n\n");
-    if data.tasks.is_empty() {
-        md.push_str("No tasks.\n\n");
-    }
+    section(&mut md, "Board", data.tasks.is_empty(), "No tasks.\n\n");
     for TaskExport { task: t, notes } in &data.tasks {
         let _ = writeln!(md, "### Task #{} · {}\n", t.id, code_span(&t.title));
         let _ = writeln!(
@@ -314,21 +304,12 @@ pub fn to_markdown(data: &RoomExport) -> String {
             agent_block(&mut md, "Result (agent-written):", result);
         }
         for n in notes {
-            let _ = writeln!(
-                md,
-                "#### Note #{} · {} · {}\n",
-                n.id,
-                code_span(&n.author),
-                fmt_ts(n.ts)
-            );
+            let _ = writeln!(md, "#### Note #{} · {}\n", n.id, by_at(&n.author, n.ts));
             agent_block(&mut md, "Note (agent-written):", &n.body);
         }
     }
 
-    md.push_str("## Files\n\n");
-    if data.files.is_empty() {
-        md.push_str("No files.\n");
-    }
+    section(&mut md, "Files", data.files.is_empty(), "No files.\n");
     for f in &data.files {
         let task = f
             .task_id
@@ -351,6 +332,19 @@ pub fn to_markdown(data: &RoomExport) -> String {
         );
     }
     md
+}
+
+/// A `##` section's heading, and `none` as its text when it holds nothing.
+fn section(md: &mut String, title: &str, empty: bool, none: &str) {
+    let _ = writeln!(md, "## {title}\n");
+    if empty {
+        md.push_str(none);
+    }
+}
+
+/// `` `author` · time ``: who wrote an entry (an agent's name, as data) and when.
+fn by_at(author: &str, ts: i64) -> String {
+    format!("{} · {}", code_span(author), fmt_ts(ts))
 }
 
 /// A labelled fenced block whose fence is longer than any run of backticks

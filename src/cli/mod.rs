@@ -398,6 +398,25 @@ async fn healthcheck(url: Option<String>) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// What a listing command prints: with `--json`, `rows` as pretty JSON;
+/// else `none` (saying how to add one) when there are none; else the table
+/// `table` prints.
+fn print_listing<T: serde::Serialize>(
+    json: bool,
+    rows: &[T],
+    none: &str,
+    table: impl FnOnce(),
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(rows)?);
+    } else if rows.is_empty() {
+        println!("{none}");
+    } else {
+        table();
+    }
+    Ok(())
+}
+
 /// An error with every cause under it (`a: b: c`), as a network error's
 /// top line ("error sending request") hides the reason (DNS, refused, TLS).
 pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {

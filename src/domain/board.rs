@@ -260,6 +260,16 @@ fn action_name(action: Action) -> &'static str {
     }
 }
 
+/// [`transition`] of `task` as it is, by `caller` in the roles it holds on it.
+fn transition_of(action: Action, caller: &Caller, task: &Task) -> Result<Status, Refusal> {
+    transition(
+        action,
+        task.status,
+        Roles::of(caller, task),
+        task.needs_review,
+    )
+}
+
 /// Why `caller` may not claim `task` as it is, or `None` when the claim
 /// goes through: the transition table, then the holder, the assignment,
 /// the required skill and the dependencies.
@@ -273,12 +283,7 @@ fn claim_refusal(caller: &Caller, task: &Task) -> Option<String> {
     if let Some(holder) = task.holder() {
         return Some(format!("already held by {holder}"));
     }
-    if let Err(r) = transition(
-        Action::Claim,
-        task.status,
-        Roles::of(caller, task),
-        task.needs_review,
-    ) {
+    if let Err(r) = transition_of(Action::Claim, caller, task) {
         return Some(r.message().to_owned());
     }
     if let Some(a) = &task.assignee
@@ -317,48 +322,26 @@ fn body_edit(roles: Roles, status: Status) -> Result<()> {
     Ok(())
 }
 
-/// An action on a task as `can` names it, with the tool that takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Can {
-    /// `claim_task`.
-    Claim,
-    /// `release_task`.
-    Release,
-    /// `add_note` (and `update_task` with only a `note`).
-    Note,
-    /// `update_task` with a `status` or a `body` (at least the body: a
-    /// task in review takes body edits but no status change).
-    Update,
-    /// `submit_result`.
-    Submit,
-    /// `review_task`, to approve or to reject.
-    Review,
-    /// `cancel_task` (and `update_task` to `cancelled`).
-    Cancel,
-}
-
-impl Can {
-    pub const ALL: [Can; 7] = [
-        Can::Claim,
-        Can::Release,
-        Can::Note,
-        Can::Update,
-        Can::Submit,
-        Can::Review,
-        Can::Cancel,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Can::Claim => "claim",
-            Can::Release => "release",
-            Can::Note => "note",
-            Can::Update => "update",
-            Can::Submit => "submit",
-            Can::Review => "review",
-            Can::Cancel => "cancel",
-        }
+named_enum! {
+    /// An action on a task as `can` names it, with the tool that takes it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Can {
+        /// `claim_task`.
+        Claim => "claim",
+        /// `release_task`.
+        Release => "release",
+        /// `add_note` (and `update_task` with only a `note`).
+        Note => "note",
+        /// `update_task` with a `status` or a `body` (at least the body: a
+        /// task in review takes body edits but no status change).
+        Update => "update",
+        /// `submit_result`.
+        Submit => "submit",
+        /// `review_task`, to approve or to reject.
+        Review => "review",
+        /// `cancel_task` (and `update_task` to `cancelled`).
+        Cancel => "cancel",
     }
 }
 
@@ -578,8 +561,7 @@ impl Core {
         room: Option<&str>,
         req: CreateTask,
     ) -> Result<Task> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         limits::non_empty("title", &req.title)?;
         limits::check("title", &req.title, limits::TITLE)?;
         let body = req.body.unwrap_or_default();
@@ -690,8 +672,7 @@ impl Core {
         id: i64,
         lease_seconds: Option<i64>,
     ) -> Result<Outcome> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         if let Some(s) = lease_seconds
             && !(1..=limits::LEASE_SECONDS_MAX).contains(&s)
         {
@@ -727,14 +708,11 @@ impl Core {
         id: i64,
         req: UpdateTask,
     ) -> Result<(Outcome, bool)> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         if req.status.is_none() && req.body.is_none() && req.note.is_none() {
             return Err(Error::invalid("give at least one of status, body, note"));
         }
-        if let Some(body) = &req.body {
-            limits::check("body", body, limits::BODY)?;
-        }
+        limits::check_given("body", req.body.as_deref(), limits::BODY)?;
         if let Some(note) = &req.note {
             limits::non_empty("note", note)?;
             limits::check("note", note, limits::NOTE)?;
@@ -796,18 +774,10 @@ impl Core {
         id: i64,
         reason: Option<&str>,
     ) -> Result<Outcome> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
-        if let Some(r) = reason {
-            limits::check("reason", r, limits::REASON)?;
-        }
+        let room = self.writable_room(call, room).await?;
+        limits::check_given("reason", reason, limits::REASON)?;
         self.change_task(call, &room, id, true, |task, record| {
-            match transition(
-                Action::Release,
-                task.status,
-                Roles::of(call, task),
-                task.needs_review,
-            ) {
+            match transition_of(Action::Release, call, task) {
                 Err(r) => Ok(Decision::Refuse(r.message().to_owned())),
                 Ok(to) => {
                     let mut change = TaskChange::from(task, record).to(to);
@@ -831,8 +801,7 @@ impl Core {
         id: i64,
         body: &str,
     ) -> Result<(Task, i64)> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         limits::non_empty("body", body)?;
         limits::check("body", body, limits::NOTE)?;
         let noted = self.indexed_mentions(&room, body).await?;
@@ -858,18 +827,12 @@ impl Core {
         id: i64,
         result: &str,
     ) -> Result<Task> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         limits::non_empty("result", result)?;
         limits::check("result", result, limits::RESULT)?;
         let outcome = self
             .change_task(call, &room, id, true, |task, record| {
-                let to = transition(
-                    Action::Submit,
-                    task.status,
-                    Roles::of(call, task),
-                    task.needs_review,
-                )?;
+                let to = transition_of(Action::Submit, call, task)?;
                 let mut change = TaskChange::from(task, record).to(to);
                 change.result = Some(result.to_owned());
                 Ok(Decision::Write(change.event(
@@ -891,12 +854,9 @@ impl Core {
         approve: bool,
         note: Option<&str>,
     ) -> Result<Task> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         let note = note.map(str::trim).filter(|n| !n.is_empty());
-        if let Some(n) = note {
-            limits::check("note", n, limits::REASON)?;
-        }
+        limits::check_given("note", note, limits::REASON)?;
         if !approve && note.is_none() {
             return Err(Error::invalid(
                 "a rejection needs a note saying what to change",
@@ -908,12 +868,7 @@ impl Core {
         };
         let outcome = self
             .change_task(call, &room, id, true, |task, record| {
-                let to = transition(
-                    Action::Review { approve },
-                    task.status,
-                    Roles::of(call, task),
-                    task.needs_review,
-                )?;
+                let to = transition_of(Action::Review { approve }, call, task)?;
                 let mut change = TaskChange::from(task, record).to(to);
                 if !approve {
                     change.assignee = None;
@@ -940,19 +895,11 @@ impl Core {
         id: i64,
         reason: Option<&str>,
     ) -> Result<Task> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
-        if let Some(r) = reason {
-            limits::check("reason", r, limits::REASON)?;
-        }
+        let room = self.writable_room(call, room).await?;
+        limits::check_given("reason", reason, limits::REASON)?;
         let outcome = self
             .change_task(call, &room, id, true, |task, record| {
-                let to = transition(
-                    Action::Cancel,
-                    task.status,
-                    Roles::of(call, task),
-                    task.needs_review,
-                )?;
+                let to = transition_of(Action::Cancel, call, task)?;
                 let change = TaskChange::from(task, record).to(to);
                 Ok(Decision::Write(change.event(
                     EventKind::TaskCancelled,

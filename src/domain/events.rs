@@ -166,7 +166,7 @@ impl Core {
     ) -> Result<(String, Vec<Event>, i64)> {
         let room = self.room(call, room).await?;
         if let Some(kind) = &filter.kind
-            && EventKind::parse(kind).is_none()
+            && EventKind::named(kind).is_none()
         {
             return Err(Error::invalid(format!(
                 "unknown kind {kind:?}; kinds are {}",

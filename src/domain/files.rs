@@ -68,8 +68,7 @@ impl Core {
         expires_in_hours: Option<f64>,
         task_id: Option<i64>,
     ) -> Result<FileMeta> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         check_name(name)?;
         if content.is_empty() {
             return Err(Error::invalid("the file is empty; empty files are refused"));
@@ -171,8 +170,7 @@ impl Core {
 
     /// The uploader or a room admin deletes a file.
     pub async fn delete_file(&self, call: &Call, room: Option<&str>, id: i64) -> Result<FileMeta> {
-        let room = self.room(call, room).await?.name;
-        self.writable(call)?;
+        let room = self.writable_room(call, room).await?;
         let meta = self
             .store
             .file_meta(&room, id, self.clock.now_ms())

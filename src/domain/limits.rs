@@ -36,6 +36,11 @@ pub fn check(field: &str, value: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
+/// [`check`] of an optional text: an absent one passes.
+pub fn check_given(field: &str, value: Option<&str>, max: usize) -> Result<()> {
+    value.map_or(Ok(()), |v| check(field, v, max))
+}
+
 /// Refuses an empty or whitespace-only required text.
 pub fn non_empty(field: &str, value: &str) -> Result<()> {
     if value.trim().is_empty() {

@@ -6,6 +6,50 @@
 //! sits in front of every store call; every owner change is written to the
 //! admin log here, whichever front end made it.
 
+/// Declares an enum whose every variant has one fixed name, the name it
+/// is stored, shown and parsed under, written once beside it (`Variant =>
+/// "name"`, as `as_str` maps it). With the enum come `ALL` (every variant,
+/// in order), `as_str` (the name), `named` (the variant of a name, exactly)
+/// and `Display` (the name). Attributes pass through, so serde and utoipa
+/// derives see the enum as written; the names they derive must be these
+/// (`tests::enum_names_match_serde_and_round_trip`).
+macro_rules! named_enum {
+    (
+        $(#[$attr:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[$variant_attr:meta])* $variant:ident => $text:literal, )+
+        }
+    ) => {
+        $(#[$attr])*
+        $vis enum $name {
+            $( $(#[$variant_attr])* $variant, )+
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: [$name; [$($text),+].len()] = [$($name::$variant),+];
+
+            /// The name it is stored and shown under.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $text, )+
+                }
+            }
+
+            /// The variant named exactly `s`.
+            pub fn named(s: &str) -> Option<$name> {
+                $name::ALL.into_iter().find(|v| v.as_str() == s)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 pub mod board;
 pub mod bus;
 pub mod chat;
@@ -135,6 +179,14 @@ impl Core {
     pub fn seen(&self, caller: &Caller) {
         self.presence.touch(&caller.room, &caller.agent);
         self.presence.used(caller.token_id);
+    }
+
+    /// The name of the room a write by `caller` goes to ([`Core::room`]),
+    /// refused after it for a read-only token ([`Core::writable`]).
+    pub async fn writable_room(&self, caller: &Caller, requested: Option<&str>) -> Result<String> {
+        let room = self.room(caller, requested).await?.name;
+        self.writable(caller)?;
+        Ok(room)
     }
 
     /// Refuses a write by a read-only (observer) token.
@@ -334,5 +386,34 @@ impl Core {
             tracing::error!(action, "the admin log entry could not be written");
             e.log_if_internal();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every name of a [`named_enum!`] is the name serde writes, and names
+    /// its variant back.
+    #[test]
+    fn enum_names_match_serde_and_round_trip() {
+        macro_rules! check {
+            ($($name:ty),+) => {$(
+                for v in <$name>::ALL {
+                    assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v}");
+                    assert_eq!(<$name>::named(v.as_str()), Some(v), "{v}");
+                }
+            )+};
+        }
+        check!(
+            model::EventKind,
+            model::Status,
+            board::Can,
+            presence::State,
+            presence::Reach,
+            push::Reason,
+            push::Attention,
+            profile::Profile
+        );
     }
 }

@@ -14,77 +14,26 @@ pub const SERVER_ACTOR: &str = "(server)";
 /// The actor of changes made with the admin CLI, which has no token.
 pub const ADMIN_ACTOR: &str = "(admin)";
 
-/// What an event says happened. Stored and shown as its snake_case name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    Message,
-    TaskCreated,
-    TaskClaimed,
-    TaskUpdated,
-    TaskReleased,
-    NoteAdded,
-    TaskSubmitted,
-    TaskReviewed,
-    TaskCancelled,
-    TaskLeaseExpired,
-    FileAdded,
-    FileDeleted,
-    RoomInfoUpdated,
-    RetentionSet,
-    TaskStuck,
-}
-
-impl EventKind {
-    /// Every kind there is.
-    pub const ALL: [EventKind; 15] = [
-        EventKind::Message,
-        EventKind::TaskCreated,
-        EventKind::TaskClaimed,
-        EventKind::TaskUpdated,
-        EventKind::TaskReleased,
-        EventKind::NoteAdded,
-        EventKind::TaskSubmitted,
-        EventKind::TaskReviewed,
-        EventKind::TaskCancelled,
-        EventKind::TaskLeaseExpired,
-        EventKind::FileAdded,
-        EventKind::FileDeleted,
-        EventKind::RoomInfoUpdated,
-        EventKind::RetentionSet,
-        EventKind::TaskStuck,
-    ];
-
-    /// The name events are stored and shown under.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            EventKind::Message => "message",
-            EventKind::TaskCreated => "task_created",
-            EventKind::TaskClaimed => "task_claimed",
-            EventKind::TaskUpdated => "task_updated",
-            EventKind::TaskReleased => "task_released",
-            EventKind::NoteAdded => "note_added",
-            EventKind::TaskSubmitted => "task_submitted",
-            EventKind::TaskReviewed => "task_reviewed",
-            EventKind::TaskCancelled => "task_cancelled",
-            EventKind::TaskLeaseExpired => "task_lease_expired",
-            EventKind::FileAdded => "file_added",
-            EventKind::FileDeleted => "file_deleted",
-            EventKind::RoomInfoUpdated => "room_info_updated",
-            EventKind::RetentionSet => "retention_set",
-            EventKind::TaskStuck => "task_stuck",
-        }
-    }
-
-    /// The kind named `s`, if there is one.
-    pub fn parse(s: &str) -> Option<EventKind> {
-        EventKind::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
-
-impl std::fmt::Display for EventKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+named_enum! {
+    /// What an event says happened. Stored and shown as its snake_case name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EventKind {
+        Message => "message",
+        TaskCreated => "task_created",
+        TaskClaimed => "task_claimed",
+        TaskUpdated => "task_updated",
+        TaskReleased => "task_released",
+        NoteAdded => "note_added",
+        TaskSubmitted => "task_submitted",
+        TaskReviewed => "task_reviewed",
+        TaskCancelled => "task_cancelled",
+        TaskLeaseExpired => "task_lease_expired",
+        FileAdded => "file_added",
+        FileDeleted => "file_deleted",
+        RoomInfoUpdated => "room_info_updated",
+        RetentionSet => "retention_set",
+        TaskStuck => "task_stuck",
     }
 }
 
@@ -191,7 +140,12 @@ pub struct Room {
 /// Room info fields to change; `None` leaves a field as it is. Declared
 /// once, like [`Grant`]: read from the REST body (serde) and the CLI's flags
 /// (clap).
-#[derive(Debug, Clone, Default, Deserialize, clap::Args, utoipa::ToSchema)]
+// (And flattened into `set_room_info`'s arguments, whose schema schemars
+// makes; the doc comment above is the OpenAPI description.)
+#[derive(
+    Debug, Clone, Default, Deserialize, clap::Args, utoipa::ToSchema, rmcp::schemars::JsonSchema,
+)]
+#[schemars(crate = "rmcp::schemars")]
 #[group(skip)]
 pub struct RoomInfo {
     /// What the room is for (max 2,000 chars).
@@ -455,26 +409,20 @@ pub struct PruneCount {
     pub files: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Pending,
-    InProgress,
-    Blocked,
-    InReview,
-    Done,
-    Cancelled,
+named_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Status {
+        Pending => "pending",
+        InProgress => "in_progress",
+        Blocked => "blocked",
+        InReview => "in_review",
+        Done => "done",
+        Cancelled => "cancelled",
+    }
 }
 
 impl Status {
-    pub const ALL: [Status; 6] = [
-        Status::Pending,
-        Status::InProgress,
-        Status::Blocked,
-        Status::InReview,
-        Status::Done,
-        Status::Cancelled,
-    ];
     /// The statuses `open` stands for.
     pub const OPEN: [Status; 4] = [
         Status::Pending,
@@ -486,22 +434,8 @@ impl Status {
     /// The statuses a lease runs in.
     pub const LEASED: [Status; 2] = [Status::InProgress, Status::Blocked];
 
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::InProgress => "in_progress",
-            Status::Blocked => "blocked",
-            Status::InReview => "in_review",
-            Status::Done => "done",
-            Status::Cancelled => "cancelled",
-        }
-    }
-
     pub fn parse(s: &str) -> Result<Status> {
-        Status::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| {
+        Status::named(s).ok_or_else(|| {
                 Error::invalid(format!(
                     "unknown status {s:?}; statuses are pending, in_progress, blocked, in_review, done, cancelled"
                 ))

@@ -53,6 +53,16 @@ const CLIENT_PREFIX: &str = "crcl_";
 const CLIENT_SECRET_PREFIX: &str = "crcs_";
 /// Prefix of connect codes.
 pub const CONNECT_PREFIX: &str = "crc-";
+/// The longest presented token or code that is looked up: anything longer
+/// is none of ours, refused before it is hashed.
+pub const MAX_CREDENTIAL_LEN: usize = 200;
+
+/// Whether `raw` can be a credential of the kind `prefix` starts (its
+/// prefix, at most [`MAX_CREDENTIAL_LEN`]), before any lookup.
+pub fn shaped_like(raw: &str, prefix: &str) -> bool {
+    raw.starts_with(prefix) && raw.len() <= MAX_CREDENTIAL_LEN
+}
+
 /// The one scope: everything the grant's flags allow.
 pub const SCOPE: &str = "chatroom";
 /// How long an authorization code may wait for its exchange.
@@ -715,6 +725,29 @@ fn access_for(
     (row, answer)
 }
 
+/// Makes `refresh` the live refresh token of `grant_id` in place of
+/// `old_hash` (`None`: the grant has none yet), issued with a fresh access
+/// token: whether this rotation won ([`Rotation`]), and the answer to send.
+async fn rotate_to(
+    store: &dyn Store,
+    at: TokenEndpoint<'_>,
+    grant_id: i64,
+    old_hash: Option<String>,
+    refresh: &Secret,
+    now: i64,
+) -> Result<(bool, TokenResponse)> {
+    let (access, answer) = access_for(grant_id, refresh, at.life, now);
+    let rotation = Rotation {
+        grant_id,
+        old_hash,
+        new_hash: hash(refresh.expose()),
+        expires_ts: now + at.life.refresh_ms,
+        access,
+        now,
+    };
+    Ok((store.oauth_rotate_refresh(&rotation).await?, answer))
+}
+
 /// What every token-endpoint decision needs besides the request: the
 /// store, the server's refresh key, the resources this server answers to,
 /// the lifetimes and the time.
@@ -745,11 +778,6 @@ impl Core {
         client: &ClientInfo,
         asked: CodeExchange<'_>,
     ) -> std::result::Result<TokenResponse, OAuthError> {
-        let TokenEndpoint {
-            key,
-            resources: our_resources,
-            life,
-        } = at;
         let store = self.store.as_ref();
         let now = self.clock.now_ms();
         let CodeExchange {
@@ -760,8 +788,8 @@ impl Core {
         } = asked;
         let verifier = verifier
             .ok_or_else(|| OAuthError::invalid_request("code_verifier is required (PKCE S256)"))?;
-        check_resource(resource, our_resources)?;
-        if !code.starts_with(AUTH_CODE_PREFIX) || code.len() > 200 {
+        check_resource(resource, at.resources)?;
+        if !shaped_like(code, AUTH_CODE_PREFIX) {
             return Err(OAuthError::invalid_grant(
                 "the authorization code is not valid",
             ));
@@ -821,18 +849,8 @@ impl Core {
                 "code_verifier does not match the code challenge",
             ));
         }
-        let refresh = refresh_token(key, found.grant_id, &random_bytes::<32>());
-        let (access, answer) = access_for(found.grant_id, &refresh, life, now);
-        let started = store
-            .oauth_rotate_refresh(&Rotation {
-                grant_id: found.grant_id,
-                old_hash: None,
-                new_hash: hash(refresh.expose()),
-                expires_ts: now + life.refresh_ms,
-                access,
-                now,
-            })
-            .await?;
+        let refresh = refresh_token(at.key, found.grant_id, &random_bytes::<32>());
+        let (started, answer) = rotate_to(store, at, found.grant_id, None, &refresh, now).await?;
         if !started {
             return Err(OAuthError::invalid_grant(
                 "this grant was revoked; sign in again",
@@ -883,23 +901,18 @@ impl Core {
         raw: &str,
         resource: Option<&str>,
     ) -> std::result::Result<TokenResponse, OAuthError> {
-        let TokenEndpoint {
-            key,
-            resources: our_resources,
-            life,
-        } = at;
         let store = self.store.as_ref();
         let now = self.clock.now_ms();
-        check_resource(resource, our_resources)?;
+        check_resource(resource, at.resources)?;
         let invalid = || OAuthError::invalid_grant("the refresh token is not valid");
-        if !raw.starts_with(REFRESH_PREFIX) || raw.len() > 200 {
+        if !shaped_like(raw, REFRESH_PREFIX) {
             return Err(invalid());
         }
         let token_hash = hash(raw);
         let Some(grant) = store.oauth_grant_by_refresh(&token_hash).await? else {
             // Not the live token of any grant nor the one it replaced: a spent
             // token of a grant if its tag is ours, else nothing of ours.
-            return match tagged_grant(key, raw) {
+            return match tagged_grant(at.key, raw) {
                 Some(grant_id) => Err(reuse(store, Some(grant_id), None, now).await?),
                 None => Err(invalid()),
             };
@@ -912,7 +925,7 @@ impl Core {
                 "this grant was revoked; sign in again",
             ));
         }
-        let next = successor(key, grant.id, raw);
+        let next = successor(at.key, grant.id, raw);
         let next_hash = hash(next.expose());
         let mut grant = Some(grant);
         if let Some(g) = grant
@@ -925,17 +938,8 @@ impl Core {
                     "the refresh token has expired; sign in again",
                 ));
             }
-            let (access, answer) = access_for(grant_id, &next, life, now);
-            let rotated = store
-                .oauth_rotate_refresh(&Rotation {
-                    grant_id,
-                    old_hash: Some(token_hash.clone()),
-                    new_hash: next_hash.clone(),
-                    expires_ts: now + life.refresh_ms,
-                    access,
-                    now,
-                })
-                .await?;
+            let old = Some(token_hash.clone());
+            let (rotated, answer) = rotate_to(store, at, grant_id, old, &next, now).await?;
             if rotated {
                 return Ok(answer);
             }
@@ -947,7 +951,7 @@ impl Core {
                 .filter(|g| g.revoked_ts.is_none());
         }
         let Some(grant) = grant else {
-            return Err(reuse(store, tagged_grant(key, raw), None, now).await?);
+            return Err(reuse(store, tagged_grant(at.key, raw), None, now).await?);
         };
         let fresh_retry = grant.refresh.prev_hash.as_deref() == Some(token_hash.as_str())
             && grant.refresh.hash.as_deref() == Some(next_hash.as_str())
@@ -958,7 +962,7 @@ impl Core {
         if !fresh_retry {
             return Err(reuse(store, Some(grant.id), Some(&grant.grant.agent), now).await?);
         }
-        let (access, answer) = access_for(grant.id, &next, life, now);
+        let (access, answer) = access_for(grant.id, &next, at.life, now);
         store.oauth_insert_tokens(&[access]).await?;
         tracing::info!(grant = grant.id, agent = %grant.grant.agent, "a refresh token was presented again within the grace period; the same successor was sent");
         Ok(answer)
@@ -1000,7 +1004,7 @@ impl Core {
     ) -> Result<()> {
         let store = self.store.as_ref();
         let now = self.clock.now_ms();
-        if raw.len() > 200 {
+        if raw.len() > MAX_CREDENTIAL_LEN {
             return Ok(());
         }
         let grant = if raw.starts_with(ACCESS_PREFIX) {
@@ -1029,7 +1033,7 @@ impl Core {
 /// is not revoked. Called from token verification for `cra_` tokens.
 impl Core {
     pub async fn verify_access(&self, raw: &str) -> Result<Option<Caller>> {
-        if raw.len() > 200 {
+        if raw.len() > MAX_CREDENTIAL_LEN {
             return Ok(None);
         }
         let token_hash = TokenHash::of(raw);

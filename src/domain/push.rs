@@ -34,60 +34,34 @@ pub const DEFAULT_BURST: usize = 20;
 /// The environment variable that sets the loop guard's burst.
 pub const BURST_VAR: &str = "CHATROOM_PUSH_BURST";
 
-/// Why an event should reach an agent. The names are what the stream's
-/// `actionable` field and the channel's `reason` meta carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Reason {
-    /// A message or note that `@mentions` the agent.
-    Mention,
-    /// A reply to the agent's message, or a note on a task it holds.
-    Reply,
-    /// A task created assigned to the agent.
-    Assigned,
-    /// A task the agent submitted, rejected in review and sent back.
-    SentBack,
-    /// A task changed by someone else while the agent holds it.
-    TaskChanged,
-    /// A submitted task waiting for review, for a lead of the room.
-    Review,
-    /// The agent's claim is gone: its lease lapsed, or the task was
-    /// cancelled or taken from it.
-    ClaimLost,
-    /// A lease the agent holds is about to end (no event: the push client
-    /// sees it coming from the board, [`lease_warning_at`]).
-    LeaseEnding,
+named_enum! {
+    /// Why an event should reach an agent. The names are what the stream's
+    /// `actionable` field and the channel's `reason` meta carry.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Reason {
+        /// A message or note that `@mentions` the agent.
+        Mention => "mention",
+        /// A reply to the agent's message, or a note on a task it holds.
+        Reply => "reply",
+        /// A task created assigned to the agent.
+        Assigned => "assigned",
+        /// A task the agent submitted, rejected in review and sent back.
+        SentBack => "sent_back",
+        /// A task changed by someone else while the agent holds it.
+        TaskChanged => "task_changed",
+        /// A submitted task waiting for review, for a lead of the room.
+        Review => "review",
+        /// The agent's claim is gone: its lease lapsed, or the task was
+        /// cancelled or taken from it.
+        ClaimLost => "claim_lost",
+        /// A lease the agent holds is about to end (no event: the push client
+        /// sees it coming from the board, [`lease_warning_at`]).
+        LeaseEnding => "lease_ending",
+    }
 }
 
 impl Reason {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Reason::Mention => "mention",
-            Reason::Reply => "reply",
-            Reason::Assigned => "assigned",
-            Reason::SentBack => "sent_back",
-            Reason::TaskChanged => "task_changed",
-            Reason::Review => "review",
-            Reason::ClaimLost => "claim_lost",
-            Reason::LeaseEnding => "lease_ending",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Reason> {
-        [
-            Reason::Mention,
-            Reason::Reply,
-            Reason::Assigned,
-            Reason::SentBack,
-            Reason::TaskChanged,
-            Reason::Review,
-            Reason::ClaimLost,
-            Reason::LeaseEnding,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == s)
-    }
-
     /// The reason in a few words for the agent ("mentions you").
     pub const fn words(self) -> &'static str {
         match self {
@@ -155,39 +129,31 @@ pub fn actionable(e: &Event, to: Recipient<'_>) -> Option<Reason> {
     }
 }
 
-/// The agent's own switch over what pushes (`set_attention`); the events
-/// still wait in `whats_new` whatever it says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Attention {
-    /// Everything the push client asked for.
-    #[default]
-    Open,
-    /// Do not disturb: only mentions and assignments push.
-    Dnd,
-    /// Nothing pushes.
-    Focus,
+named_enum! {
+    /// The agent's own switch over what pushes (`set_attention`); the events
+    /// still wait in `whats_new` whatever it says.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Attention {
+        /// Everything the push client asked for.
+        #[default]
+        Open => "open",
+        /// Do not disturb: only mentions and assignments push.
+        Dnd => "dnd",
+        /// Nothing pushes.
+        Focus => "focus",
+    }
 }
 
 impl Attention {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Attention::Open => "open",
-            Attention::Dnd => "dnd",
-            Attention::Focus => "focus",
-        }
-    }
-
     pub fn parse(s: &str) -> Result<Attention> {
-        match s.trim() {
-            "open" => Ok(Attention::Open),
-            "dnd" => Ok(Attention::Dnd),
-            "focus" => Ok(Attention::Focus),
-            other => Err(Error::invalid(format!(
+        let s = s.trim();
+        Attention::named(s).ok_or_else(|| {
+            Error::invalid(format!(
                 "attention must be open, dnd or focus, not {:?}",
-                crate::domain::names::truncate_for_message(other)
-            ))),
-        }
+                crate::domain::names::truncate_for_message(s)
+            ))
+        })
     }
 
     /// Whether an event of `reason` (`None`: not actionable) may push.
@@ -231,7 +197,7 @@ pub fn pushes(mode: Mode, attention: Attention, reason: Option<Reason>) -> bool 
 /// What the stream's `activity` event says for a push client: the reason,
 /// and the agent's attention when it was sent.
 pub fn from_activity(data: &Value) -> (Option<Reason>, Attention) {
-    let reason = data["actionable"].as_str().and_then(Reason::parse);
+    let reason = data["actionable"].as_str().and_then(Reason::named);
     let attention = data["attention"]
         .as_str()
         .and_then(|a| Attention::parse(a).ok())

@@ -8,14 +8,16 @@ use crate::error::{Error, Result};
 
 /// Checks the info fields against their limits.
 pub fn check_info(info: &RoomInfo) -> Result<()> {
-    if let Some(d) = &info.description {
-        limits::check("description", d, limits::DESCRIPTION)?;
-    }
-    if let Some(u) = &info.repo_url {
-        limits::check("repo_url", u, limits::REPO_URL)?;
-    }
-    if let Some(n) = &info.onboarding_notes {
-        limits::check("onboarding_notes", n, limits::ONBOARDING)?;
+    for (field, value, max) in [
+        ("description", &info.description, limits::DESCRIPTION),
+        ("repo_url", &info.repo_url, limits::REPO_URL),
+        (
+            "onboarding_notes",
+            &info.onboarding_notes,
+            limits::ONBOARDING,
+        ),
+    ] {
+        limits::check_given(field, value.as_deref(), max)?;
     }
     Ok(())
 }

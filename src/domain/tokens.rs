@@ -62,7 +62,7 @@ impl Core {
         if raw.starts_with(crate::domain::oauth::ACCESS_PREFIX) {
             return self.verify_access(raw).await;
         }
-        if !raw.starts_with(secret::PREFIX) || raw.len() > 200 {
+        if !crate::domain::oauth::shaped_like(raw, secret::PREFIX) {
             return Ok(None);
         }
         let hash = secret::TokenHash::of(raw);

@@ -88,7 +88,7 @@ pub fn parse_events(s: &str) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for k in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
         let k = k.to_ascii_lowercase();
-        if k != "mention" && crate::domain::model::EventKind::parse(&k).is_none() {
+        if k != "mention" && crate::domain::model::EventKind::named(&k).is_none() {
             return Err(Error::invalid(format!(
                 "unknown event kind {k:?}; use all, mention or one of {}",
                 crate::domain::events::KINDS.join(", ")

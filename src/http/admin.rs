@@ -28,7 +28,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -200,6 +200,25 @@ impl Admin {
     /// This admin's call through `tool` (its audit row, its grants).
     fn call(&self, tool: &'static str) -> Call {
         Call::new(self.caller.clone(), tool)
+    }
+
+    /// Runs `work` as the owner in the console on `room`, through `tool`
+    /// and [`admit`]: the console is not rate limited, and the call gets
+    /// its audit row in `room` if its write carried none.
+    async fn in_room<T>(
+        &self,
+        state: &AppState,
+        tool: &'static str,
+        room: &str,
+        work: impl AsyncFnOnce(&Owner<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let call = self.call(tool);
+        let owner = Owner::console(&call, self.addr);
+        let at = RoomArg::Named(room).recorded(&call.caller);
+        admit(state, &call, Meter::Unmetered, at, None, async || {
+            work(&owner).await
+        })
+        .await
     }
 }
 
@@ -405,12 +424,11 @@ async fn room_info(
     JsonBody(body): JsonBody<InfoBody>,
 ) -> Result<Json<Value>> {
     let info = checked_info(body.description, body.repo_url, body.onboarding_notes)?;
-    let call = actor.call("admin.set_room_info");
-    let owner = Owner::console(&call, actor.addr);
-    let room = room_call(&state, &call, &room, async || {
-        state.core.set_room_info(&owner, Some(&room), info).await
-    })
-    .await?;
+    let room = actor
+        .in_room(&state, "admin.set_room_info", &room, async |owner| {
+            state.core.set_room_info(owner, Some(&room), info).await
+        })
+        .await?;
     Ok(Json(json!({ "room": room })))
 }
 
@@ -435,15 +453,14 @@ async fn room_retention(
     Path(RoomPath { room }): Path<RoomPath>,
     JsonBody(body): JsonBody<RetentionBody>,
 ) -> Result<Json<Value>> {
-    let call = actor.call("admin.set_retention");
-    let owner = Owner::console(&call, actor.addr);
-    let (room, pruned) = room_call(&state, &call, &room, async || {
-        state
-            .core
-            .set_retention(&owner, Some(&room), body.days)
-            .await
-    })
-    .await?;
+    let (room, pruned) = actor
+        .in_room(&state, "admin.set_retention", &room, async |owner| {
+            state
+                .core
+                .set_retention(owner, Some(&room), body.days)
+                .await
+        })
+        .await?;
     Ok(Json(json!({ "room": room, "pruned": pruned })))
 }
 
@@ -473,12 +490,11 @@ async fn delete_room(
              again as confirmation (?confirm=NAME)",
         ));
     }
-    let call = actor.call("admin.delete_room");
-    let owner = Owner::console(&call, actor.addr);
-    room_call(&state, &call, &room, async || {
-        state.core.delete_room(&owner, &room).await
-    })
-    .await?;
+    actor
+        .in_room(&state, "admin.delete_room", &room, async |owner| {
+            state.core.delete_room(owner, &room).await
+        })
+        .await?;
     Ok(Json(json!({ "deleted": room })))
 }
 
@@ -516,14 +532,17 @@ async fn mint_token(
         .core
         .owner_mint_token(&owner, body.grant.trimmed())
         .await?;
-    let whole_server = t.grant.server_admin();
-    let mut v = json!(t);
-    v["whole_server_admin"] = json!(whole_server);
-    v["setup"] = setup::both(&state.config, &headers, secret.expose(), &t, &given);
-    v["token"] = json!(secret.expose());
-    v["ok"] = json!(true);
-    v["shown_once"] = json!(true);
-    Ok((StatusCode::CREATED, Json(v)).into_response())
+    let setup = setup::both(&state.config, &headers, secret.expose(), &t, &given);
+    Ok(created(
+        &t,
+        json!({
+            "whole_server_admin": t.grant.server_admin(),
+            "setup": setup,
+            "token": secret.expose(),
+            "ok": true,
+            "shown_once": true,
+        }),
+    ))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -607,23 +626,14 @@ async fn purge_tokens(
 // ---------------------------------------------------------------------------
 // Helpers
 
-/// Runs a room call through [`admit`]: the console is not rate limited,
-/// and the call gets its audit row in `room` if its write carried none.
-async fn room_call<T>(
-    state: &AppState,
-    call: &Call,
-    room: &str,
-    work: impl AsyncFnOnce() -> Result<T>,
-) -> Result<T> {
-    admit(
-        state,
-        call,
-        Meter::Unmetered,
-        RoomArg::Named(room).recorded(&call.caller),
-        None,
-        work,
-    )
-    .await
+/// `201` with what a console form made: `record`'s fields and, beside
+/// them, `fields` (a secret shown this once, `ok`, …).
+fn created(record: impl Serialize, fields: Value) -> Response {
+    let mut v = json!(record);
+    if let (Some(v), Value::Object(fields)) = (v.as_object_mut(), fields) {
+        v.extend(fields);
+    }
+    (StatusCode::CREATED, Json(v)).into_response()
 }
 
 /// [`refuse_token_like`] over a grant's agent and skills.
@@ -712,15 +722,10 @@ async fn connect_app(
         .core
         .owner_connect(&owner, body.grant.trimmed(), body.ttl_minutes)
         .await?;
-    let whole_server = info.grant.server_admin();
     let (lan, remote) = setup::base_urls(&state.config, &headers);
     let mcp = |base: &str| format!("{}/mcp", base.trim_end_matches('/'));
     let name = format!("chatroom-{}", info.grant.room);
-    let mut v = json!(info);
-    v["ttl_minutes"] = json!(body.ttl_minutes);
-    v["whole_server_admin"] = json!(whole_server);
-    v["mcp_url"] = json!({"lan": mcp(&lan.url), "remote": mcp(&remote.url)});
-    v["steps"] = json!({
+    let steps = json!({
         "claude_ai": format!(
             "claude.ai, Claude Desktop or the Claude mobile app: Settings → Connectors → Add custom connector → URL {} → Add, then Connect, and enter the code on the page that opens.",
             mcp(&remote.url)
@@ -735,6 +740,14 @@ async fn connect_app(
             setup::shell_quote(&mcp(&lan.url))
         ),
     });
-    v["code"] = json!(code.expose());
-    Ok((StatusCode::CREATED, Json(v)).into_response())
+    Ok(created(
+        &info,
+        json!({
+            "ttl_minutes": body.ttl_minutes,
+            "whole_server_admin": info.grant.server_admin(),
+            "mcp_url": {"lan": mcp(&lan.url), "remote": mcp(&remote.url)},
+            "steps": steps,
+            "code": code.expose(),
+        }),
+    ))
 }

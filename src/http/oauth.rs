@@ -1142,34 +1142,34 @@ mod tests {
         Config::for_tests("unused.db")
     }
 
+    /// Each `(Host header, came from the public side, the base URL)`.
+    fn base_urls_are(c: &Config, cases: &[(&str, bool, &str)]) {
+        for &(host, public, want) in cases {
+            assert_eq!(base_url(c, Some(host), public), want, "{host}");
+        }
+    }
+
     #[test]
     fn base_url_follows_host_and_configured_urls() {
         let mut c = config();
-        assert_eq!(
-            base_url(&c, Some("127.0.0.1:8080"), false),
-            "http://127.0.0.1:8080"
-        );
-        assert_eq!(
-            base_url(&c, Some("localhost:9"), false),
-            "http://localhost:9"
-        );
-        assert_eq!(
-            base_url(&c, Some("chat.example.com"), false),
-            "https://chat.example.com"
+        base_urls_are(
+            &c,
+            &[
+                ("127.0.0.1:8080", false, "http://127.0.0.1:8080"),
+                ("localhost:9", false, "http://localhost:9"),
+                ("chat.example.com", false, "https://chat.example.com"),
+            ],
         );
         c.public_url = Some("https://rooms.example.org/".into());
         c.lan_url = Some("http://nas.lan:8080".into());
-        assert_eq!(
-            base_url(&c, Some("whatever"), true),
-            "https://rooms.example.org"
-        );
-        assert_eq!(
-            base_url(&c, Some("nas.lan:8080"), false),
-            "http://nas.lan:8080"
-        );
-        assert_eq!(
-            base_url(&c, Some("bad\"host"), false),
-            format!("http://{}", c.listen)
+        let listen = format!("http://{}", c.listen);
+        base_urls_are(
+            &c,
+            &[
+                ("whatever", true, "https://rooms.example.org"),
+                ("nas.lan:8080", false, "http://nas.lan:8080"),
+                ("bad\"host", false, &listen),
+            ],
         );
     }
 }

@@ -22,7 +22,7 @@ use crate::auth::body::body_guard;
 use crate::auth::require_token;
 use crate::domain::model::RoomInfo;
 use crate::error::{Error, Result};
-use crate::present::{self, UNTRUSTED_WARNING, Viewer, digest};
+use crate::present::{self, UNTRUSTED_WARNING, digest};
 use crate::state::AppState;
 
 use super::openapi::RoomQuery;
@@ -151,22 +151,8 @@ async fn whats_new(
             Ok((headers, [content_type], text).into_response())
         }
         None | Some("json") => {
-            let viewer = Viewer::new(&api.caller.agent);
-            let events: Vec<Value> = page.events.iter().map(|e| viewer.event(e)).collect();
-            let mut body = json!({
-                "since_event_id": page.since,
-                "count": events.len(),
-                "events": events,
-                "remaining": page.remaining,
-                "remaining_more": page.remaining_more,
-                "moved_cursor": advance,
-            });
-            if page.first_look {
-                body["room_onboarding"] = present::room(room);
-            }
-            if let Some(r) = &news.reset {
-                body["cursor_reset"] = digest::cursor_reset(r);
-            }
+            let mut body = present::news(&news, &api.caller.agent);
+            body["moved_cursor"] = json!(advance);
             Ok((headers, Json(api.untrusted(&room.name, body))).into_response())
         }
         Some(other) => Err(Error::invalid(format!(
@@ -218,11 +204,9 @@ async fn list_tasks(
                 .await
         })
         .await?;
-    let tasks = present::tasks(&tasks, &api.caller);
-    Ok(Json(api.untrusted(
-        &room,
-        json!({"count": tasks.len(), "tasks": tasks}),
-    )))
+    Ok(Json(
+        api.untrusted(&room, present::task_list(&tasks, &api.caller)),
+    ))
 }
 
 /// One task with its notes: `{task: {…, notes}}`.
@@ -541,10 +525,9 @@ async fn set_retention(
             s.core.set_retention(call, Some(&room), b.days).await
         })
         .await?;
-    Ok(Json(api.reply(
-        &room.name,
-        json!({"ok": true, "retention_days": room.retention_days, "pruned": pruned}),
-    )))
+    Ok(Json(
+        api.reply(&room.name, present::retention_set(&room, pruned)),
+    ))
 }
 
 /// Room admins: delete the room named in the path with everything in it.

@@ -5,6 +5,8 @@
 use rmcp::schemars::{self, JsonSchema};
 use serde::Deserialize;
 
+use crate::domain::model::RoomInfo;
+
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 pub struct RoomOnly {
     /// Room to act on (default: your token's default room).
@@ -13,12 +15,8 @@ pub struct RoomOnly {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetRoomInfo {
-    /// What the room is for (max 2,000 chars).
-    pub description: Option<String>,
-    /// The repository the room works on (max 500 chars).
-    pub repo_url: Option<String>,
-    /// What a newcomer should read first (max 8,000 chars).
-    pub onboarding_notes: Option<String>,
+    #[serde(flatten)]
+    pub info: RoomInfo,
     /// Room to act on (default: your token's default room).
     pub room: Option<String>,
 }

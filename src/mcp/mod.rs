@@ -22,9 +22,9 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     ExtensionCapabilities, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
-    GetSkillResult, Implementation, JsonObject, ListPromptsResult, ListSkillsResult,
-    PaginatedRequestParams, SKILLS_EXTENSION_ID, ServerCapabilities, ServerConfig,
-    SubscriptionFilter,
+    GetSkillResult, Implementation, JsonObject, ListPromptsResult, ListResourcesResult,
+    ListSkillsResult, ListToolsResult, PaginatedRequestParams, ReadResourceResult,
+    SKILLS_EXTENSION_ID, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::RequestContext;
 use rmcp::service::SubscriptionContext;
@@ -85,6 +85,34 @@ pub fn service(state: AppState) -> StreamableHttpService<Chatroom, NeverSessionM
 /// tool list, the token's profile, which a token keeps for life).
 pub const LIST_TTL_MS: u64 = 60 * 60 * 1000;
 
+/// The answers a client may keep for [`LIST_TTL_MS`], each for itself
+/// (`private`): one place for the cache policy of every list and of the
+/// app's and the skill's documents. rmcp gives each answer type its own
+/// `with_ttl_ms` and `with_cache_scope`, with no trait over them.
+trait Cached {
+    fn cached(self) -> Self;
+}
+
+macro_rules! cached {
+    ($($answer:ty),+ $(,)?) => {$(
+        impl Cached for $answer {
+            fn cached(self) -> Self {
+                self.with_ttl_ms(LIST_TTL_MS)
+                    .with_cache_scope(CacheScope::Private)
+            }
+        }
+    )+};
+}
+
+cached!(
+    ListToolsResult,
+    ListPromptsResult,
+    ListSkillsResult,
+    GetSkillResult,
+    ListResourcesResult,
+    ReadResourceResult,
+);
+
 /// The capabilities, the same on `initialize` and `server/discover`, for
 /// every caller (a host that probes with empty capabilities first is never
 /// told less).
@@ -138,14 +166,12 @@ impl ServerHandler for Chatroom {
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListToolsResult, ErrorData> {
+    ) -> Result<ListToolsResult, ErrorData> {
         let profile = caller_of(&context)?.profile;
         let mut tools = self.router.list_all();
         tools.retain(|t| profile.allows(&t.name));
         tools.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(rmcp::model::ListToolsResult::with_all_items(tools)
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private))
+        Ok(ListToolsResult::with_all_items(tools).cached())
     }
 
     async fn list_prompts(
@@ -153,9 +179,7 @@ impl ServerHandler for Chatroom {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(prompts::list()
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private))
+        Ok(prompts::list().cached())
     }
 
     async fn get_prompt(
@@ -179,9 +203,7 @@ impl ServerHandler for Chatroom {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, ErrorData> {
-        Ok(skill::list()
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private))
+        Ok(skill::list().cached())
     }
 
     async fn get_skill(
@@ -189,9 +211,7 @@ impl ServerHandler for Chatroom {
         request: GetSkillRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, ErrorData> {
-        Ok(skill::get(&request.uri)?
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private))
+        Ok(skill::get(&request.uri)?.cached())
     }
 
     fn accepted_subscription_filter(
@@ -217,7 +237,7 @@ impl ServerHandler for Chatroom {
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+    ) -> Result<ListResourcesResult, ErrorData> {
         let caller = caller_of(&context)?;
         let mut resources = app::list().resources;
         resources.push(skill::resource());
@@ -227,9 +247,7 @@ impl ServerHandler for Chatroom {
                 .iter()
                 .map(|r| app::board_resource(r)),
         );
-        Ok(rmcp::model::ListResourcesResult::with_all_items(resources)
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private))
+        Ok(ListResourcesResult::with_all_items(resources).cached())
     }
 
     async fn read_resource(
@@ -239,19 +257,13 @@ impl ServerHandler for Chatroom {
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
         let uri = request.uri.as_str();
         if let Some(read) = skill::read(uri) {
-            return Ok(read
-                .with_ttl_ms(LIST_TTL_MS)
-                .with_cache_scope(CacheScope::Private)
-                .into());
+            return Ok(read.cached().into());
         }
         if let Some(room) = listen::board_room(uri) {
             let caller = caller_of(&context)?;
             return self.read_board(caller, room, uri).await.map(Into::into);
         }
-        Ok(app::read(uri)?
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private)
-            .into())
+        Ok(app::read(uri)?.cached().into())
     }
 
     /// Every tool call passes here: the rate limit, the call context the
@@ -329,12 +341,9 @@ impl Chatroom {
             .list_tasks(&call, Some(room), Some("open"), None, Some(200), None)
             .await
             .map_err(|_| not_found())?;
-        let body = serde_json::json!({
-            "room": name,
-            "count": tasks.len(),
-            "tasks": crate::present::tasks(&tasks, &call),
-            "untrusted_content_warning": UNTRUSTED_WARNING,
-        });
+        let mut body = crate::present::task_list(&tasks, &call);
+        body["room"] = serde_json::json!(name);
+        body["untrusted_content_warning"] = serde_json::json!(UNTRUSTED_WARNING);
         Ok(rmcp::model::ReadResourceResult::new(vec![
             rmcp::model::ResourceContents::text(body.to_string(), uri)
                 .with_mime_type("application/json"),

@@ -15,8 +15,9 @@ use crate::clock::fmt_ts;
 use crate::domain::Caller;
 use crate::domain::board;
 use crate::domain::chat::mentions_agent;
+use crate::domain::events::News;
 use crate::domain::model::{Event, Member, Message, Room};
-use crate::domain::model::{FileMeta, Note, Status, Task};
+use crate::domain::model::{FileMeta, Note, PruneCount, Status, Task};
 
 /// The label on every answer that holds text other agents wrote.
 pub const UNTRUSTED_WARNING: &str =
@@ -62,6 +63,29 @@ impl Reply {
     }
 }
 
+/// What `whats_new` answers on every surface: the page of events after the
+/// cursor as `agent` sees them, with the room's onboarding on the first
+/// look and `cursor_reset` when the cursor lay beyond the history.
+pub fn news(news: &News, agent: &str) -> Value {
+    let page = &news.page;
+    let viewer = Viewer::new(agent);
+    let events: Vec<Value> = page.events.iter().map(|e| viewer.event(e)).collect();
+    let mut body = json!({
+        "since_event_id": page.since,
+        "count": events.len(),
+        "events": events,
+        "remaining": page.remaining,
+        "remaining_more": page.remaining_more,
+    });
+    if page.first_look {
+        body["room_onboarding"] = room(&news.room);
+    }
+    if let Some(r) = &news.reset {
+        body["cursor_reset"] = digest::cursor_reset(r);
+    }
+    body
+}
+
 /// A room's info: `get_room_info`, `set_room_info`, first-look onboarding.
 pub fn room(room: &Room) -> Value {
     json!({
@@ -103,6 +127,11 @@ pub fn task(task: &Task, viewer: &Caller) -> Value {
 /// Tasks as `viewer` sees them.
 pub fn tasks(tasks: &[Task], viewer: &Caller) -> Vec<Value> {
     tasks.iter().map(|t| task(t, viewer)).collect()
+}
+
+/// A list of tasks as `viewer` sees them: `{count, tasks}`.
+pub fn task_list(list: &[Task], viewer: &Caller) -> Value {
+    json!({"count": list.len(), "tasks": tasks(list, viewer)})
 }
 
 /// A task with its notes thread: `{…task, notes}`.
@@ -299,6 +328,12 @@ pub fn room_info_set(r: &Room) -> Value {
     v["ok"] = json!(true);
     v["room_info"] = room(r);
     v
+}
+
+/// A room's new retention and what setting it pruned: `{ok,
+/// retention_days, pruned}`.
+pub fn retention_set(r: &Room, pruned: PruneCount) -> Value {
+    json!({"ok": true, "retention_days": r.retention_days, "pruned": pruned})
 }
 
 /// A deleted room: `{ok, deleted, deleted_room}` (both name it).

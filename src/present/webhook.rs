@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::domain::model::Event;
 use crate::domain::store::webhooks::Webhook;
-use crate::domain::webhooks::{message_id, sign};
+use crate::domain::webhooks::{message_id, shown_url, sign};
 
 /// One attempt's request: headers and body, in the webhook's format.
 #[derive(Debug, Clone)]
@@ -14,6 +14,14 @@ pub struct Delivery {
     pub headers: Vec<(String, String)>,
     pub content_type: &'static str,
     pub body: Vec<u8>,
+}
+
+/// A webhook as listed (the console's state, `chatroom admin webhooks
+/// --json`): its record, with the URL shown by its origin only.
+pub fn listed(hook: &Webhook) -> Value {
+    let mut v = json!(hook);
+    v["url"] = json!(shown_url(&hook.url));
+    v
 }
 
 /// One line saying what `e` was, for the presets: `[room] actor: what`.

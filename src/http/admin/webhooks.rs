@@ -5,16 +5,16 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use super::{Admin, JsonBody};
+use super::{Admin, JsonBody, created};
 use crate::domain::Owner;
 use crate::domain::webhooks;
 use crate::error::Result;
+use crate::present;
 use crate::state::AppState;
 
 // By name: the console's outer route holds a parameter of its own.
@@ -35,11 +35,7 @@ pub(super) async fn view(state: &AppState) -> Result<Value> {
         .list_webhooks()
         .await?
         .iter()
-        .map(|h| {
-            let mut v = json!(h);
-            v["url"] = json!(crate::domain::webhooks::shown_url(&h.url));
-            v
-        })
+        .map(present::webhook::listed)
         .collect();
     let inbound: Vec<Value> = store
         .list_inbound()
@@ -86,11 +82,11 @@ pub(super) async fn add_webhook(
         .core
         .owner_add_webhook(&owner, b.room.trim(), &b.url, &format, &b.events)
         .await?;
-    let mut v = json!(hook);
-    v["secret"] = json!(hook.secret);
-    v["shown_once"] = json!(hook.secret.is_some());
-    v["ok"] = json!(true);
-    Ok((StatusCode::CREATED, Json(v)).into_response())
+    let shown_once = hook.secret.is_some();
+    Ok(created(
+        &hook,
+        json!({"secret": hook.secret, "shown_once": shown_once, "ok": true}),
+    ))
 }
 
 /// Removes a webhook.
@@ -140,12 +136,11 @@ pub(super) async fn add_inbound(
         .core
         .owner_add_inbound(&owner, b.room.trim(), b.agent.trim())
         .await?;
-    let mut v = json!(i);
-    v["path"] = json!(webhooks::inbound_path(&i.key));
-    v["secret"] = json!(i.secret);
-    v["shown_once"] = json!(true);
-    v["ok"] = json!(true);
-    Ok((StatusCode::CREATED, Json(v)).into_response())
+    let path = webhooks::inbound_path(&i.key);
+    Ok(created(
+        &i,
+        json!({"path": path, "secret": i.secret, "shown_once": true, "ok": true}),
+    ))
 }
 
 /// Removes an inbound URL.
