@@ -44,8 +44,7 @@ pub async fn launch_at(
     shutdown: CancellationToken,
     clock: crate::clock::Clock,
 ) -> anyhow::Result<()> {
-    let (mut state, audit_rx) = state(config, shutdown.clone()).await?;
-    state.core.clock = clock;
+    let (state, audit_rx) = state(config, shutdown.clone(), clock).await?;
     // Events committed by other replicas of the same database reach this
     // one's bus (no-op on SQLite, which one process serves).
     state

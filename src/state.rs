@@ -10,14 +10,27 @@ use crate::auth::budget::BodyBudget;
 use crate::auth::ratelimit::RateLimiter;
 use crate::auth::streams::Streams;
 use crate::auth::throttle::Throttle;
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::db;
 use crate::domain::model::AuditRow;
 use crate::domain::{Core, Settings};
 
-/// Everything a request handler may need. Cheap to clone.
+/// Everything a request handler may need: one pointer to [`Shared`], so a
+/// clone (several per request, by the router's layers and extractors) is
+/// one reference count, not one per part.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] points to.
+pub struct Shared {
     pub core: Core,
     pub config: Arc<Config>,
     pub throttle: Arc<Throttle>,
@@ -31,7 +44,7 @@ pub struct AppState {
     audit_tx: mpsc::UnboundedSender<AuditRow>,
 }
 
-impl AppState {
+impl Shared {
     /// Queues an audit row for the batch writer (calls that wrote their own
     /// row in their transaction do not come here).
     pub fn audit(&self, row: AuditRow) {
@@ -55,11 +68,13 @@ fn body_limit(max_file_bytes: usize) -> usize {
     (2 * max_file_bytes).div_ceil(3) * 4 + 64 * 1024
 }
 
-/// Opens the database named by `config` and builds the shared state, with
-/// the receiving end of the audit queue for the batch writer.
+/// Opens the database named by `config` and builds the shared state, the
+/// domain deciding at `clock`'s time, with the receiving end of the audit
+/// queue for the batch writer.
 pub async fn state(
     config: Config,
     shutdown: CancellationToken,
+    clock: Clock,
 ) -> anyhow::Result<(AppState, mpsc::UnboundedReceiver<AuditRow>)> {
     let store = db::open(&config.database()).await?;
     let core = Core::new(
@@ -70,6 +85,7 @@ pub async fn state(
         },
         shutdown,
     )
+    .with_clock(clock)
     .note_start()
     .await?;
     let (audit_tx, audit_rx) = mpsc::unbounded_channel();
@@ -78,7 +94,7 @@ pub async fn state(
         config.max_in_flight,
     ));
     Ok((
-        AppState {
+        AppState(Arc::new(Shared {
             bodies,
             streams: Arc::new(Streams::new(config.max_streams_per_token)),
             core,
@@ -90,7 +106,7 @@ pub async fn state(
             mqtt: Arc::new(crate::mqtt::Stats::default()),
             config: Arc::new(config),
             audit_tx,
-        },
+        })),
         audit_rx,
     ))
 }

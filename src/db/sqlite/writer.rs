@@ -5,7 +5,10 @@
 //! queue behind it, it leaves the transaction open for them and waits; the
 //! last of the queue (or the write that fills the batch) commits for all.
 //! Under load one `COMMIT` — one set of WAL frames, one full-text segment —
-//! carries many writes; a write on its own commits at once. Either way a
+//! carries many writes. A write with nobody queued behind it lingers for
+//! one turn of the scheduler before it commits (writes arriving meanwhile
+//! join its batch), so requests spread over the runtime's threads share
+//! commits too, at the cost of one task switch. Either way a
 //! write returns only after the commit that carries it, with its outcome: a
 //! failed write rolls back to its savepoint and leaves the others alone; a
 //! failed commit fails every write it carried.
@@ -37,12 +40,16 @@ pub struct Writer {
 struct State {
     conn: Connection,
     batch: Option<Batch>,
+    /// Batches begun so far: tells a lingering write whether the batch it
+    /// owes a commit to is still the open one.
+    batches: u64,
     /// Run in the transaction just before every commit (the store's
     /// deferred index work), outside any write's savepoint.
     before_commit: Option<&'static str>,
 }
 
 struct Batch {
+    number: u64,
     writes: usize,
     done: watch::Sender<Outcome>,
 }
@@ -53,6 +60,7 @@ impl Writer {
             state: Arc::new(Mutex::new(State {
                 conn,
                 batch: None,
+                batches: 0,
                 before_commit: None,
             })),
             queued: Arc::new(AtomicUsize::new(0)),
@@ -85,9 +93,26 @@ impl Writer {
         let queued = Queued::new(self);
         let mut state = self.state.lock().await;
         queued.acquired();
-        let (out, pending) = run(&mut state, &self.queued, &self.ending, f);
+        let (out, next) = run(&mut state, &self.queued, &self.ending, true, f);
         drop(state);
-        settle(out, pending).await
+        match next {
+            Next::Done => out,
+            Next::Wait(pending) => settle(out, Some(pending)).await,
+            Next::CommitSoon(number, pending) => {
+                // Until the commit below runs, a cancelled request must
+                // still see the batch committed: the guard does it then.
+                let owed = CommitOwed {
+                    state: Some(self.state.clone()),
+                    number,
+                };
+                tokio::task::yield_now().await;
+                owed.pay().await;
+                match out {
+                    Ok(_) => settle(out, Some(pending)).await,
+                    Err(_) => out,
+                }
+            }
+        }
     }
 
     /// Runs `f` as one write on the blocking pool (for writes that can take
@@ -100,23 +125,77 @@ impl Writer {
         let mut state = self.state.clone().lock_owned().await;
         queued.acquired();
         let (counter, ending) = (self.queued.clone(), self.ending.clone());
-        let (out, pending) =
-            tokio::task::spawn_blocking(move || run(&mut state, &counter, &ending, f))
+        let (out, next) =
+            tokio::task::spawn_blocking(move || run(&mut state, &counter, &ending, false, f))
                 .await
                 .map_err(|e| Error::internal(anyhow::anyhow!("database task failed: {e}")))?;
-        settle(out, pending).await
+        match next {
+            Next::Wait(pending) => settle(out, Some(pending)).await,
+            // Not asked to linger, `run` commits itself.
+            Next::Done | Next::CommitSoon(..) => out,
+        }
+    }
+}
+
+/// What a write does after `run`.
+enum Next {
+    /// Its batch has ended (committed, or failed and said so in the result).
+    Done,
+    /// Its batch was left open for the writes queued behind it: wait for
+    /// the commit that one of them makes.
+    Wait(watch::Receiver<Outcome>),
+    /// Nobody queued: it lingers, then commits batch `number` unless
+    /// another write has already.
+    CommitSoon(u64, watch::Receiver<Outcome>),
+}
+
+/// The commit a lingering write owes its batch; paid when the write comes
+/// back, or by a spawned task if the write is dropped (its request was
+/// cancelled) while it lingers.
+struct CommitOwed {
+    state: Option<Arc<Mutex<State>>>,
+    number: u64,
+}
+
+impl CommitOwed {
+    async fn pay(mut self) {
+        if let Some(state) = self.state.take() {
+            commit_batch(&mut *state.lock().await, self.number);
+        }
+    }
+}
+
+impl Drop for CommitOwed {
+    fn drop(&mut self) {
+        let (Some(state), number) = (self.state.take(), self.number) else {
+            return;
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { commit_batch(&mut *state.lock().await, number) });
+        }
+    }
+}
+
+/// Commits batch `number` if it is still the open one (a write that joined
+/// it may have committed it already).
+fn commit_batch(state: &mut State, number: u64) {
+    if state.batch.as_ref().is_some_and(|b| b.number == number) {
+        // A failed commit is told to every write of the batch.
+        let _ = commit(state);
     }
 }
 
 /// Runs `f` in a savepoint of the open batch (opening one if needed), then
-/// commits unless others queue behind. Gives `f`'s result and, when the
-/// batch was left open, the receiver of its outcome.
+/// commits unless others queue behind or (with `linger`) the caller is to
+/// commit after a turn of the scheduler. Gives `f`'s result and what the
+/// caller does next.
 fn run<T>(
     state: &mut State,
     queued: &AtomicUsize,
     ending: &AtomicBool,
+    linger: bool,
     f: impl FnOnce(&Connection) -> Result<T>,
-) -> (Result<T>, Option<watch::Receiver<Outcome>>) {
+) -> (Result<T>, Next) {
     if state.batch.is_some() && state.conn.is_autocommit() {
         // The open batch's transaction is gone (it ended with an error that
         // nobody saw through): its writes are lost, say so to their waiters.
@@ -130,12 +209,14 @@ fn run<T>(
             && let Err(e) = state.conn.execute_batch("ROLLBACK")
         {
             // What a failed commit left open could not be undone either.
-            return (Err(e.into()), None);
+            return (Err(e.into()), Next::Done);
         }
         if let Err(e) = state.conn.execute_batch("BEGIN IMMEDIATE") {
-            return (Err(e.into()), None);
+            return (Err(e.into()), Next::Done);
         }
+        state.batches += 1;
         state.batch = Some(Batch {
+            number: state.batches,
             writes: 0,
             done: watch::Sender::new(None),
         });
@@ -156,25 +237,37 @@ fn run<T>(
         // disk): every write of the batch is lost.
         let lost = "the transaction was rolled back by the database".to_owned();
         finish(state, Err(lost.clone()));
-        return (out.and(Err(Error::internal(anyhow::anyhow!(lost)))), None);
+        return (
+            out.and(Err(Error::internal(anyhow::anyhow!(lost)))),
+            Next::Done,
+        );
     }
     let Some(batch) = state.batch.as_mut() else {
-        return (out, None);
+        return (out, Next::Done);
     };
     if out.is_ok() {
         batch.writes += 1;
     }
-    if queued.load(Ordering::Acquire) > 0
-        && batch.writes < MAX_BATCH
-        && !ending.load(Ordering::Acquire)
-    {
-        // The next writer carries the batch on; wait for its commit.
-        let pending = out.is_ok().then(|| batch.done.subscribe());
-        return (out, pending);
+    if batch.writes < MAX_BATCH && !ending.load(Ordering::Acquire) {
+        if queued.load(Ordering::Acquire) > 0 {
+            // The next writer carries the batch on; wait for its commit.
+            return match out.is_ok() {
+                true => (out, Next::Wait(batch.done.subscribe())),
+                false => (out, Next::Done),
+            };
+        }
+        if linger {
+            // A failed write has nothing to wait for, but the batch still
+            // owes its earlier writes a commit.
+            return (out, Next::CommitSoon(batch.number, batch.done.subscribe()));
+        }
     }
     match commit(state) {
-        Ok(()) => (out, None),
-        Err(e) => (out.and(Err(Error::internal(anyhow::anyhow!(e)))), None),
+        Ok(()) => (out, Next::Done),
+        Err(e) => (
+            out.and(Err(Error::internal(anyhow::anyhow!(e)))),
+            Next::Done,
+        ),
     }
 }
 
@@ -385,11 +478,13 @@ mod tests {
         while writer.queued.load(Ordering::Acquire) == 0 {
             tokio::task::yield_now().await;
         }
-        let (out, pending) = run(state, &writer.queued, &writer.ending, |c| {
+        let (out, next) = run(state, &writer.queued, &writer.ending, false, |c| {
             Ok(c.execute("INSERT INTO t (v) VALUES (0)", [])?)
         });
-        assert!(pending.is_some(), "the batch should have been left open");
-        (out, pending)
+        let Next::Wait(pending) = next else {
+            panic!("the batch should have been left open");
+        };
+        (out, Some(pending))
     }
 
     /// Many concurrent writes, every third of which fails after writing: the
@@ -494,6 +589,30 @@ mod tests {
         drop(state);
         assert_eq!(settle(out, pending).await.unwrap(), 1);
         assert_eq!(committed(&path), vec![0]);
+    }
+
+    /// A write whose request is dropped while it lingers before its commit
+    /// is committed all the same, and the writer goes on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_dropped_while_it_lingers_is_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = shared(&dir);
+        {
+            let mut write =
+                Box::pin(writer.write(|c| Ok(c.execute("INSERT INTO t (v) VALUES (1)", [])?)));
+            // One poll runs the write and reaches the linger; then the
+            // request goes away.
+            let polled = futures::poll!(write.as_mut());
+            assert!(
+                polled.is_pending(),
+                "the write should linger before it commits"
+            );
+        }
+        writer
+            .write(|c| Ok(c.execute("INSERT INTO t (v) VALUES (2)", [])?))
+            .await
+            .unwrap();
+        assert_eq!(committed(&path), vec![1, 2]);
     }
 
     /// A write that panics half-way leaves nothing behind, and the writer
