@@ -346,17 +346,19 @@ async fn each_token_its_own_last_use_and_revocation() {
 #[tokio::test]
 async fn agent_status_round_trip() {
     use chatroom::domain::model::ReachMark;
+    use chatroom::domain::presence::{State, Switch};
+    use chatroom::domain::push::Attention;
     for b in backends().await {
         let s = b.store.as_ref();
         let n = b.name;
         s.create_room(&room("lobby"), NOW).await.unwrap();
-        s.save_agent_state("lobby", "alice", "working", NOW)
+        let state = |s: &str| Switch::State(State::named(s).unwrap());
+        s.save_switch("lobby", "alice", state("working"), NOW)
             .await
             .unwrap();
-        s.save_attention("lobby", "alice", "dnd", NOW + 1)
-            .await
-            .unwrap();
-        s.save_agent_state("lobby", "alice", "waiting", NOW + 2)
+        let dnd = Switch::Attention(Attention::Dnd);
+        s.save_switch("lobby", "alice", dnd, NOW + 1).await.unwrap();
+        s.save_switch("lobby", "alice", state("waiting"), NOW + 2)
             .await
             .unwrap();
         let mark = |hook: Option<i64>, push: Option<i64>| ReachMark {
