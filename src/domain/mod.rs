@@ -389,6 +389,21 @@ impl Core {
     }
 }
 
+/// What the domain's test modules share.
+#[cfg(test)]
+mod testing {
+    /// Holds `check` to accept every one of `good` and refuse every one
+    /// of `bad`: a rule's cases as two tables.
+    pub fn accepts_only<T, E>(check: impl Fn(&str) -> Result<T, E>, good: &[&str], bad: &[&str]) {
+        for g in good {
+            assert!(check(g).is_ok(), "{g:?} should be accepted");
+        }
+        for b in bad {
+            assert!(check(b).is_err(), "{b:?} should be refused");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
