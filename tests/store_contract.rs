@@ -13,7 +13,7 @@ use chatroom::clock::Clock;
 use chatroom::db;
 use chatroom::domain::chat::message_record;
 use chatroom::domain::model::*;
-use chatroom::domain::store::oauth::ConnectApproval;
+use chatroom::domain::store::oauth::{ClientLimit, ConnectApproval};
 use chatroom::domain::store::prelude::*;
 use chatroom::domain::store::{CursorRead, NewMessage, Page};
 use chatroom::domain::{Call, Core, Settings, rooms};
@@ -1288,15 +1288,16 @@ fn access(hash: &str, grant_id: i64, expires_ts: i64) -> NewOAuthToken {
 async fn oauth_round_trip() {
     for b in backends().await {
         let (n, s) = (b.name, &b.store);
+        let limit = |max, unused_before| ClientLimit { max, unused_before };
         // Registration: two fit; a third forgets the oldest unused one.
         assert!(
-            s.oauth_insert_client(&client("c1", NOW), 2, 0)
+            s.oauth_insert_client(&client("c1", NOW), limit(2, 0))
                 .await
                 .unwrap(),
             "{n}"
         );
         assert!(
-            s.oauth_insert_client(&client("c2", NOW + 1), 2, 0)
+            s.oauth_insert_client(&client("c2", NOW + 1), limit(2, 0))
                 .await
                 .unwrap(),
             "{n}"
@@ -1308,7 +1309,7 @@ async fn oauth_round_trip() {
             "{n}"
         );
         assert!(
-            s.oauth_insert_client(&client("c3", NOW + 2), 2, 0)
+            s.oauth_insert_client(&client("c3", NOW + 2), limit(2, 0))
                 .await
                 .unwrap(),
             "{n}"
@@ -1319,7 +1320,7 @@ async fn oauth_round_trip() {
         );
         // Unused registrations older than the cut-off go first.
         assert!(
-            s.oauth_insert_client(&client("c4", NOW + 3), 5, NOW + 1)
+            s.oauth_insert_client(&client("c4", NOW + 3), limit(5, NOW + 1))
                 .await
                 .unwrap(),
             "{n}"

@@ -35,7 +35,7 @@ pub use crate::domain::model::{
     NewOAuthToken, OAuthClient, OAuthTokenRecord, RefreshChain, Rotation,
 };
 use crate::domain::names;
-use crate::domain::store::oauth::ConnectApproval;
+use crate::domain::store::oauth::{ClientLimit, ConnectApproval};
 use crate::domain::store::prelude::*;
 use crate::domain::{Caller, Core};
 use crate::error::{Error, Result};
@@ -507,7 +507,13 @@ impl Core {
             used_ts: None,
         };
         if !store
-            .oauth_insert_client(&client, MAX_CLIENTS, now - UNUSED_CLIENT_TTL_MS)
+            .oauth_insert_client(
+                &client,
+                ClientLimit {
+                    max: MAX_CLIENTS,
+                    unused_before: now - UNUSED_CLIENT_TTL_MS,
+                },
+            )
             .await?
         {
             return Err(OAuthError::new(
