@@ -86,6 +86,7 @@ fn new_task(title: &str, depends_on: Vec<i64>) -> NewTask {
         priority: "normal".into(),
         required_skill: None,
         needs_review: false,
+        record: created(NOW),
     }
 }
 
@@ -134,6 +135,7 @@ fn change(task: &Task, status: Status, actor: &str, note: Option<&str>, now: i64
         record = record.event(EventKind::NoteAdded, Some(task.id), None, json!({}));
     }
     TaskChange {
+        task_id: task.id,
         expected_version: task.version,
         status,
         assignee: Some(actor.into()),
@@ -575,7 +577,7 @@ async fn board_round_trip() {
         let n = b.name;
         s.create_room(&room("lobby"), NOW).await.unwrap();
         let (dep, events) = s
-            .create_task("lobby", &new_task("dep", vec![]), created(NOW))
+            .create_task("lobby", new_task("dep", vec![]))
             .await
             .unwrap();
         assert_eq!(events.len(), 1, "{n}");
@@ -586,7 +588,7 @@ async fn board_round_trip() {
         );
         assert_eq!(dep.created_ts, NOW, "{n}");
         let (task, _) = s
-            .create_task("lobby", &new_task("main", vec![dep.id]), created(NOW))
+            .create_task("lobby", new_task("main", vec![dep.id]))
             .await
             .unwrap();
         assert_eq!(task.depends_on, [dep.id], "{n}");
@@ -607,11 +609,7 @@ async fn board_round_trip() {
             Some("ping @carol"),
             NOW + 1,
         );
-        let (moved, events) = s
-            .apply_task_change("lobby", task.id, c)
-            .await
-            .unwrap()
-            .unwrap();
+        let (moved, events) = s.apply_task_change("lobby", c).await.unwrap().unwrap();
         assert_eq!(
             (moved.status, moved.version),
             (Status::InProgress, 2),
@@ -643,10 +641,7 @@ async fn board_round_trip() {
         // Decided on the old version: nothing is written.
         let stale = change(&task, Status::Blocked, "bob", None, NOW + 2);
         assert!(
-            s.apply_task_change("lobby", task.id, stale)
-                .await
-                .unwrap()
-                .is_none(),
+            s.apply_task_change("lobby", stale).await.unwrap().is_none(),
             "{n}"
         );
         assert_eq!(s.notes(task.id).await.unwrap().len(), 1, "{n}");
@@ -673,10 +668,7 @@ async fn board_round_trip() {
         let mut leased = change(&moved, Status::InProgress, "alice", None, NOW + 3);
         leased.lease_seconds = Some(1);
         leased.lease_expires_ts = Some(NOW + 100);
-        s.apply_task_change("lobby", task.id, leased)
-            .await
-            .unwrap()
-            .unwrap();
+        s.apply_task_change("lobby", leased).await.unwrap().unwrap();
         assert!(s.lapsed_leases(NOW + 99).await.unwrap().is_empty(), "{n}");
         assert_eq!(
             s.lapsed_leases(NOW + 100).await.unwrap(),
@@ -701,7 +693,7 @@ async fn concurrent_writes_of_a_room_commit_together_and_fail_alone() {
         let s = b.store.clone();
         s.create_room(&room("busy"), NOW).await.unwrap();
         let (dep, _) = s
-            .create_task("busy", &new_task("dep", vec![]), created(NOW))
+            .create_task("busy", new_task("dep", vec![]))
             .await
             .unwrap();
         // A write each backend refuses in its statements, after the ones
@@ -719,7 +711,7 @@ async fn concurrent_writes_of_a_room_commit_together_and_fail_alone() {
             writes.spawn(async move {
                 match i % 6 {
                     0 => {
-                        let r = s.create_task("busy", &refused, created(NOW)).await;
+                        let r = s.create_task("busy", refused).await;
                         (
                             i,
                             r.map(|(t, e)| (t.id, e[0].id)).map_err(|e| e.to_string()),
@@ -727,7 +719,7 @@ async fn concurrent_writes_of_a_room_commit_together_and_fail_alone() {
                     }
                     1 => {
                         let t = new_task(&format!("task {i}"), vec![dep.id]);
-                        let r = s.create_task("busy", &t, created(NOW)).await;
+                        let r = s.create_task("busy", t).await;
                         (i, Ok(r.map(|(t, e)| (t.id, e[0].id)).unwrap()))
                     }
                     _ => {
