@@ -431,4 +431,19 @@ mod tests {
             profile::Profile
         );
     }
+
+    /// The enums a person or a hook types take every name with spaces
+    /// around it, and refuse one they do not have.
+    #[test]
+    fn typed_names_parse_trimmed_and_unknown_ones_are_refused() {
+        macro_rules! check {
+            ($($name:ty),+) => {$(
+                for v in <$name>::ALL {
+                    assert_eq!(<$name>::parse(&format!(" {v} ")).unwrap(), v, "{v}");
+                }
+                assert!(<$name>::parse("nonsense").is_err());
+            )+};
+        }
+        check!(presence::State, push::Attention, profile::Profile);
+    }
 }

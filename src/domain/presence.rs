@@ -572,12 +572,6 @@ pub fn reach_json(reach: &[(String, Reach)]) -> Value {
 mod tests {
     use super::*;
 
-    #[test]
-    fn states_parse() {
-        assert_eq!(State::parse(" idle ").unwrap(), State::Idle);
-        assert!(State::parse("asleep").is_err());
-    }
-
     /// A push client counts while held; the last one going clears the mark.
     #[test]
     fn push_clients_count_while_held() {
