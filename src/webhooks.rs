@@ -137,8 +137,8 @@ async fn pending_retry(core: &Core) -> Option<i64> {
     match core.store.list_webhooks().await {
         Ok(hooks) => hooks
             .iter()
-            .filter(|h| !h.paused && h.next_ts > 0)
-            .map(|h| h.next_ts)
+            .filter(|h| !h.delivery.paused && h.delivery.next_ts > 0)
+            .map(|h| h.delivery.next_ts)
             .min(),
         Err(e) => {
             e.log_if_internal();
@@ -158,16 +158,15 @@ async fn work(
     hook: Webhook,
 ) -> Option<i64> {
     let started = tokio::time::Instant::now();
+    // The lease carries on from the event the webhook is at and its
+    // failures so far; the rest is what this lease does.
+    let d = &hook.delivery;
     let mut p = Progress {
-        cursor: hook.cursor,
-        attempts: hook.attempts,
-        next_ts: 0,
-        first_fail_ts: hook.first_fail_ts,
-        failures: hook.failures,
-        paused: false,
-        delivered: 0,
-        last_ts: None,
-        last_status: None,
+        cursor: d.cursor,
+        attempts: d.attempts,
+        first_fail_ts: d.first_fail_ts,
+        failures: d.failures,
+        ..Progress::default()
     };
     let host = url::Url::parse(&hook.url)
         .ok()

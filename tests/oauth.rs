@@ -2038,6 +2038,7 @@ async fn registrations_are_limited_per_ipv6_network() {
 #[tokio::test]
 async fn unused_registrations_expire_and_the_oldest_makes_room() {
     use chatroom::domain::oauth::OAuthClient;
+    use chatroom::domain::store::oauth::ClientLimit;
     let clock = chatroom::clock::Clock::manual(chatroom::clock::now_ms());
     let s = TestServer::start_at(clock.clone(), |_| {}).await;
     let idle = App::register(&s).await;
@@ -2077,7 +2078,13 @@ async fn unused_registrations_expire_and_the_oldest_makes_room() {
     for (i, id) in ["crcl_a", "crcl_b", "crcl_c"].iter().enumerate() {
         assert!(
             s.store
-                .oauth_insert_client(&client(id, now + i as i64), 3, before)
+                .oauth_insert_client(
+                    &client(id, now + i as i64),
+                    ClientLimit {
+                        max: 3,
+                        unused_before: before,
+                    },
+                )
                 .await
                 .unwrap()
         );

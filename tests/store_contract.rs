@@ -13,7 +13,7 @@ use chatroom::clock::Clock;
 use chatroom::db;
 use chatroom::domain::chat::message_record;
 use chatroom::domain::model::*;
-use chatroom::domain::store::oauth::ConnectApproval;
+use chatroom::domain::store::oauth::{ClientLimit, ConnectApproval};
 use chatroom::domain::store::prelude::*;
 use chatroom::domain::store::{CursorRead, NewMessage, Page};
 use chatroom::domain::{Call, Core, Settings, rooms};
@@ -86,6 +86,7 @@ fn new_task(title: &str, depends_on: Vec<i64>) -> NewTask {
         priority: "normal".into(),
         required_skill: None,
         needs_review: false,
+        record: created(NOW),
     }
 }
 
@@ -134,6 +135,7 @@ fn change(task: &Task, status: Status, actor: &str, note: Option<&str>, now: i64
         record = record.event(EventKind::NoteAdded, Some(task.id), None, json!({}));
     }
     TaskChange {
+        task_id: task.id,
         expected_version: task.version,
         status,
         assignee: Some(actor.into()),
@@ -346,17 +348,19 @@ async fn each_token_its_own_last_use_and_revocation() {
 #[tokio::test]
 async fn agent_status_round_trip() {
     use chatroom::domain::model::ReachMark;
+    use chatroom::domain::presence::{State, Switch};
+    use chatroom::domain::push::Attention;
     for b in backends().await {
         let s = b.store.as_ref();
         let n = b.name;
         s.create_room(&room("lobby"), NOW).await.unwrap();
-        s.save_agent_state("lobby", "alice", "working", NOW)
+        let state = |s: &str| Switch::State(State::named(s).unwrap());
+        s.save_switch("lobby", "alice", state("working"), NOW)
             .await
             .unwrap();
-        s.save_attention("lobby", "alice", "dnd", NOW + 1)
-            .await
-            .unwrap();
-        s.save_agent_state("lobby", "alice", "waiting", NOW + 2)
+        let dnd = Switch::Attention(Attention::Dnd);
+        s.save_switch("lobby", "alice", dnd, NOW + 1).await.unwrap();
+        s.save_switch("lobby", "alice", state("waiting"), NOW + 2)
             .await
             .unwrap();
         let mark = |hook: Option<i64>, push: Option<i64>| ReachMark {
@@ -573,7 +577,7 @@ async fn board_round_trip() {
         let n = b.name;
         s.create_room(&room("lobby"), NOW).await.unwrap();
         let (dep, events) = s
-            .create_task("lobby", &new_task("dep", vec![]), created(NOW))
+            .create_task("lobby", new_task("dep", vec![]))
             .await
             .unwrap();
         assert_eq!(events.len(), 1, "{n}");
@@ -584,7 +588,7 @@ async fn board_round_trip() {
         );
         assert_eq!(dep.created_ts, NOW, "{n}");
         let (task, _) = s
-            .create_task("lobby", &new_task("main", vec![dep.id]), created(NOW))
+            .create_task("lobby", new_task("main", vec![dep.id]))
             .await
             .unwrap();
         assert_eq!(task.depends_on, [dep.id], "{n}");
@@ -605,11 +609,7 @@ async fn board_round_trip() {
             Some("ping @carol"),
             NOW + 1,
         );
-        let (moved, events) = s
-            .apply_task_change("lobby", task.id, c)
-            .await
-            .unwrap()
-            .unwrap();
+        let (moved, events) = s.apply_task_change("lobby", c).await.unwrap().unwrap();
         assert_eq!(
             (moved.status, moved.version),
             (Status::InProgress, 2),
@@ -641,10 +641,7 @@ async fn board_round_trip() {
         // Decided on the old version: nothing is written.
         let stale = change(&task, Status::Blocked, "bob", None, NOW + 2);
         assert!(
-            s.apply_task_change("lobby", task.id, stale)
-                .await
-                .unwrap()
-                .is_none(),
+            s.apply_task_change("lobby", stale).await.unwrap().is_none(),
             "{n}"
         );
         assert_eq!(s.notes(task.id).await.unwrap().len(), 1, "{n}");
@@ -671,10 +668,7 @@ async fn board_round_trip() {
         let mut leased = change(&moved, Status::InProgress, "alice", None, NOW + 3);
         leased.lease_seconds = Some(1);
         leased.lease_expires_ts = Some(NOW + 100);
-        s.apply_task_change("lobby", task.id, leased)
-            .await
-            .unwrap()
-            .unwrap();
+        s.apply_task_change("lobby", leased).await.unwrap().unwrap();
         assert!(s.lapsed_leases(NOW + 99).await.unwrap().is_empty(), "{n}");
         assert_eq!(
             s.lapsed_leases(NOW + 100).await.unwrap(),
@@ -699,7 +693,7 @@ async fn concurrent_writes_of_a_room_commit_together_and_fail_alone() {
         let s = b.store.clone();
         s.create_room(&room("busy"), NOW).await.unwrap();
         let (dep, _) = s
-            .create_task("busy", &new_task("dep", vec![]), created(NOW))
+            .create_task("busy", new_task("dep", vec![]))
             .await
             .unwrap();
         // A write each backend refuses in its statements, after the ones
@@ -717,7 +711,7 @@ async fn concurrent_writes_of_a_room_commit_together_and_fail_alone() {
             writes.spawn(async move {
                 match i % 6 {
                     0 => {
-                        let r = s.create_task("busy", &refused, created(NOW)).await;
+                        let r = s.create_task("busy", refused).await;
                         (
                             i,
                             r.map(|(t, e)| (t.id, e[0].id)).map_err(|e| e.to_string()),
@@ -725,7 +719,7 @@ async fn concurrent_writes_of_a_room_commit_together_and_fail_alone() {
                     }
                     1 => {
                         let t = new_task(&format!("task {i}"), vec![dep.id]);
-                        let r = s.create_task("busy", &t, created(NOW)).await;
+                        let r = s.create_task("busy", t).await;
                         (i, Ok(r.map(|(t, e)| (t.id, e[0].id)).unwrap()))
                     }
                     _ => {
@@ -1286,15 +1280,16 @@ fn access(hash: &str, grant_id: i64, expires_ts: i64) -> NewOAuthToken {
 async fn oauth_round_trip() {
     for b in backends().await {
         let (n, s) = (b.name, &b.store);
+        let limit = |max, unused_before| ClientLimit { max, unused_before };
         // Registration: two fit; a third forgets the oldest unused one.
         assert!(
-            s.oauth_insert_client(&client("c1", NOW), 2, 0)
+            s.oauth_insert_client(&client("c1", NOW), limit(2, 0))
                 .await
                 .unwrap(),
             "{n}"
         );
         assert!(
-            s.oauth_insert_client(&client("c2", NOW + 1), 2, 0)
+            s.oauth_insert_client(&client("c2", NOW + 1), limit(2, 0))
                 .await
                 .unwrap(),
             "{n}"
@@ -1306,7 +1301,7 @@ async fn oauth_round_trip() {
             "{n}"
         );
         assert!(
-            s.oauth_insert_client(&client("c3", NOW + 2), 2, 0)
+            s.oauth_insert_client(&client("c3", NOW + 2), limit(2, 0))
                 .await
                 .unwrap(),
             "{n}"
@@ -1317,7 +1312,7 @@ async fn oauth_round_trip() {
         );
         // Unused registrations older than the cut-off go first.
         assert!(
-            s.oauth_insert_client(&client("c4", NOW + 3), 5, NOW + 1)
+            s.oauth_insert_client(&client("c4", NOW + 3), limit(5, NOW + 1))
                 .await
                 .unwrap(),
             "{n}"

@@ -291,7 +291,7 @@ async fn standard_signature_verifies_with_the_reference_library() {
         .unwrap();
     assert!(!out.status.success(), "a forged body verified");
     // The secret is never listed again.
-    settled(&s, |h| h[0].delivered == 1).await;
+    settled(&s, |h| h[0].delivery.delivered == 1).await;
     let listed = list_webhooks(&s).await;
     assert!(!listed[0].to_string().contains(secret));
     s.stop().await;
@@ -340,7 +340,7 @@ async fn fail_twice_then_succeed_is_delivered_once_more() {
         "a delivered event came again"
     );
     assert_eq!(fourth[3].json()["data"]["title"], "second");
-    settled(&s, |h| h[0].delivered == 2).await;
+    settled(&s, |h| h[0].delivery.delivered == 2).await;
     let listed = list_webhooks(&s).await;
     assert_eq!(listed[0]["delivered"], 2);
     assert_eq!(listed[0]["failures"], 0);
@@ -445,7 +445,7 @@ async fn a_restart_mid_retry_still_delivers() {
     // Stopped once the failure is written (a lease held by a vanished
     // server would also run out, a minute later).
     for _ in 0..500 {
-        if store.list_webhooks().await.unwrap()[0].attempts == 1 {
+        if store.list_webhooks().await.unwrap()[0].delivery.attempts == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -519,7 +519,7 @@ async fn a_failing_webhook_is_paused_after_fifty_failures() {
         rx.wait(n).await;
         clock.advance(Duration::from_secs(3600));
     }
-    settled(&s, |h| h[0].paused).await;
+    settled(&s, |h| h[0].delivery.paused).await;
     let listed = list_webhooks(&s).await;
     assert_eq!(listed[0]["paused"], true, "{listed:?}");
     assert_eq!(listed[0]["failures"], 50);
@@ -583,7 +583,7 @@ async fn each_preset_is_accepted_by_its_service_shape() {
         let text = String::from_utf8_lossy(&h.body);
         assert!(text.contains("backup failed on nas"), "{}: {text}", h.path);
     }
-    settled(&s, |h| h.iter().all(|w| w.delivered == 1)).await;
+    settled(&s, |h| h.iter().all(|w| w.delivery.delivered == 1)).await;
     let listed = list_webhooks(&s).await;
     // Tokens in Discord and Slack URLs are not shown.
     assert!(
@@ -877,7 +877,7 @@ async fn replicas_deliver_each_event_once() {
         created(c, &format!("t{i}")).await;
     }
     rx.wait(10).await;
-    settled(&s, |h| h[0].delivered == 10).await;
+    settled(&s, |h| h[0].delivery.delivered == 10).await;
     let titles: Vec<String> = rx
         .hits()
         .iter()
@@ -900,9 +900,9 @@ async fn the_servers_own_address_is_refused() {
     let url = format!("{}/v1/inbound/in_loop", s.url);
     add_webhook(&s, &["--room", "ops", "--url", &url, "--events", "all"]).await;
     _alice.call("post_message", json!({"body": "hello"})).await;
-    let hooks = settled(&s, |h| h[0].failures >= 1).await;
+    let hooks = settled(&s, |h| h[0].delivery.failures >= 1).await;
     assert_eq!(
-        hooks[0].last_status.as_deref(),
+        hooks[0].delivery.last_status.as_deref(),
         Some("refused: the server's own address")
     );
     s.stop().await;

@@ -116,7 +116,8 @@ pub async fn execute(
                     "ID", "ROOM", "FORMAT", "STATUS", "DELIVERED", "FAILURES", "LAST"
                 );
                 for h in &list {
-                    let last = match (&h.last_ts, &h.last_status) {
+                    let d = &h.delivery;
+                    let last = match (&d.last_ts, &d.last_status) {
                         (Some(ts), Some(s)) => format!("{} {s}", &fmt_ts(*ts)[..19]),
                         _ => "never".into(),
                     };
@@ -125,9 +126,9 @@ pub async fn execute(
                         h.id,
                         h.room,
                         h.format,
-                        if h.paused { "paused" } else { "active" },
-                        h.delivered,
-                        h.failures,
+                        if d.paused { "paused" } else { "active" },
+                        d.delivered,
+                        d.failures,
                         last,
                         webhooks::shown_url(&h.url)
                     );

@@ -152,6 +152,11 @@ impl Row {
         })
     }
 
+    /// The text, empty for none (NULL).
+    fn text_or_empty(&self, col: &str) -> anyhow::Result<String> {
+        Ok(self.opt_text(col)?.unwrap_or_default())
+    }
+
     fn text(&self, col: &str) -> anyhow::Result<String> {
         self.opt_text(col)?
             .ok_or_else(|| self.bad(col, "empty (NULL) where a value is required"))
@@ -202,6 +207,23 @@ impl Row {
             _ => Err(self.bad(col, "holds no content")),
         }
     }
+}
+
+/// The rows of a table read as `$ty`s, each field from the column of its
+/// own name by the [`Row`] reader written beside it: `read_rows!(rows,
+/// SrcNote { id: int, body: text })`. Tables whose fields need more than a
+/// reader are read out by hand.
+macro_rules! read_rows {
+    ($rows:expr, $ty:ident { $($field:ident: $read:ident),+ $(,)? }) => {
+        $rows
+            .iter()
+            .map(|r| {
+                Ok($ty {
+                    $($field: r.$read(stringify!($field))?),+
+                })
+            })
+            .collect::<anyhow::Result<Vec<$ty>>>()?
+    };
 }
 
 /// A time as ChatRoomMCP writes it (Python's `isoformat`, UTC offset
@@ -425,9 +447,9 @@ fn parse_source(
     for r in take("rooms") {
         let name = r.text("name")?;
         let info = RoomInfo {
-            description: Some(r.opt_text("description")?.unwrap_or_default()),
-            repo_url: Some(r.opt_text("repo_url")?.unwrap_or_default()),
-            onboarding_notes: Some(r.opt_text("onboarding_notes")?.unwrap_or_default()),
+            description: Some(r.text_or_empty("description")?),
+            repo_url: Some(r.text_or_empty("repo_url")?),
+            onboarding_notes: Some(r.text_or_empty("onboarding_notes")?),
         };
         room_rules::check_info(&info).map_err(|e| anyhow::anyhow!("room {name:?}: {e}"))?;
         // The original keeps everything for NULL or 0 (and for any negative).
@@ -511,7 +533,7 @@ fn parse_source(
             id: r.int("id")?,
             room: r.text("room")?,
             title: r.text("title")?,
-            body: r.opt_text("body")?.unwrap_or_default(),
+            body: r.text_or_empty("body")?,
             status,
             assignee: r.opt_text("assignee")?.filter(|a| !a.is_empty()),
             depends_on,
@@ -522,43 +544,43 @@ fn parse_source(
         });
     }
 
-    let mut notes = Vec::new();
-    for r in take("notes") {
-        notes.push(SrcNote {
-            id: r.int("id")?,
-            task_id: r.int("task_id")?,
-            room: r.text("room")?,
-            author: r.text("author")?,
-            ts: r.ts("ts")?,
-            body: r.text("body")?,
-        });
-    }
+    let notes = read_rows!(
+        take("notes"),
+        SrcNote {
+            id: int,
+            task_id: int,
+            room: text,
+            author: text,
+            ts: ts,
+            body: text,
+        }
+    );
 
-    let mut messages = Vec::new();
-    for r in take("messages") {
-        messages.push(SrcMessage {
-            id: r.int("id")?,
-            room: r.text("room")?,
-            ts: r.ts("ts")?,
-            author: r.text("author")?,
-            body: r.text("body")?,
-            reply_to: r.opt_int("reply_to")?,
-        });
-    }
+    let messages = read_rows!(
+        take("messages"),
+        SrcMessage {
+            id: int,
+            room: text,
+            ts: ts,
+            author: text,
+            body: text,
+            reply_to: opt_int,
+        }
+    );
 
-    let mut events = Vec::new();
-    for r in take("events") {
-        events.push(SrcEvent {
-            id: r.int("id")?,
-            room: r.text("room")?,
-            ts: r.ts("ts")?,
-            kind: r.text("kind")?,
-            task_id: r.opt_int("task_id")?,
-            message_id: r.opt_int("message_id")?,
-            actor: r.text("actor")?,
-            detail: r.opt_text("detail")?.unwrap_or_default(),
-        });
-    }
+    let events = read_rows!(
+        take("events"),
+        SrcEvent {
+            id: int,
+            room: text,
+            ts: ts,
+            kind: text,
+            task_id: opt_int,
+            message_id: opt_int,
+            actor: text,
+            detail: text_or_empty,
+        }
+    );
 
     let mut cursors = Vec::new();
     for r in take("cursors") {

@@ -5,7 +5,7 @@
 
 use crate::domain::model::*;
 use crate::domain::profile::Profile;
-use crate::domain::store::webhooks::{Inbound, StuckTask, Webhook};
+use crate::domain::store::webhooks::{Inbound, Progress, StuckTask, Webhook};
 
 /// A value both backends read from a column (integers, text, flags and
 /// bytes, each also as `Option`).
@@ -381,7 +381,7 @@ impl FromCols for OAuthTokenRecord {
 }
 
 impl FromCols for Webhook {
-    const WIDTH: usize = 16;
+    const WIDTH: usize = 7 + Progress::WIDTH;
     fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
         Ok(Webhook {
             id: r.col(0)?,
@@ -392,15 +392,25 @@ impl FromCols for Webhook {
             events: serde_json::from_str(&r.col::<String>(4)?).unwrap_or_default(),
             secret: r.col(5)?,
             created_ts: r.col(6)?,
-            cursor: r.col(7)?,
-            attempts: r.col(8)?,
-            next_ts: r.col(9)?,
-            first_fail_ts: r.col(10)?,
-            failures: r.col(11)?,
-            paused: r.col(12)?,
-            delivered: r.col(13)?,
-            last_ts: r.col(14)?,
-            last_status: r.col(15)?,
+            delivery: Progress::from_cols(&At(r, 7))?,
+        })
+    }
+}
+
+/// The delivery state, in the order `save_webhook` writes it.
+impl FromCols for Progress {
+    const WIDTH: usize = 9;
+    fn from_cols<R: Cols + ?Sized>(r: &R) -> Result<Self, R::Error> {
+        Ok(Progress {
+            cursor: r.col(0)?,
+            attempts: r.col(1)?,
+            next_ts: r.col(2)?,
+            first_fail_ts: r.col(3)?,
+            failures: r.col(4)?,
+            paused: r.col(5)?,
+            delivered: r.col(6)?,
+            last_ts: r.col(7)?,
+            last_status: r.col(8)?,
         })
     }
 }

@@ -27,6 +27,7 @@ impl TaskChange {
     fn from(task: &Task, mut record: Record) -> TaskChange {
         record.task_id = Some(task.id);
         TaskChange {
+            task_id: task.id,
             expected_version: task.version,
             status: task.status,
             assignee: task.assignee.clone(),
@@ -457,7 +458,7 @@ impl Core {
                 &task,
                 json!({"previous_assignee": task.assignee}),
             );
-            if let Some((task, events)) = self.store.apply_task_change(room, id, change).await? {
+            if let Some((task, events)) = self.store.apply_task_change(room, change).await? {
                 tracing::info!(room, task_id = id, "lease lapsed; task back to pending");
                 self.bus.publish(events);
                 return Ok(task);
@@ -486,8 +487,7 @@ impl Core {
             match decide(&task, record)? {
                 Decision::Refuse(reason) => return Ok((Outcome::Refused { reason, task }, None)),
                 Decision::Write(change) => {
-                    if let Some((task, events)) =
-                        self.store.apply_task_change(room, id, change).await?
+                    if let Some((task, events)) = self.store.apply_task_change(room, change).await?
                     {
                         if audited {
                             call.mark_audited();
@@ -624,42 +624,45 @@ impl Core {
                 )));
             }
         }
-        let new = NewTask {
-            title: req.title,
-            body,
-            depends_on,
-            status: if req.claim {
-                Status::InProgress
-            } else {
-                Status::Pending
-            },
-            assignee: if req.claim {
-                Some(call.agent.clone())
-            } else {
-                assignee
-            },
-            created_by: call.agent.clone(),
-            priority,
-            required_skill: req.required_skill,
-            needs_review: req.needs_review,
+        let status = if req.claim {
+            Status::InProgress
+        } else {
+            Status::Pending
+        };
+        let assignee = if req.claim {
+            Some(call.agent.clone())
+        } else {
+            assignee
         };
         // The new task's id is the store's to assign: `Record::stamp` puts it in.
         let base = json!({
-            "title": new.title,
-            "status": new.status,
-            "assignee": new.assignee,
+            "title": req.title,
+            "status": status,
+            "assignee": assignee,
             "version": 1,
         });
         let mut created = base.clone();
-        created["priority"] = json!(new.priority);
-        created["depends_on"] = json!(new.depends_on);
+        created["priority"] = json!(priority);
+        created["depends_on"] = json!(depends_on);
         let mut record =
             call.record(self.clock.now_ms())
                 .event(EventKind::TaskCreated, None, None, created);
         if req.claim {
             record = record.event(EventKind::TaskClaimed, None, None, base);
         }
-        let (task, events) = self.store.create_task(&room, &new, record).await?;
+        let new = NewTask {
+            title: req.title,
+            body,
+            depends_on,
+            status,
+            assignee,
+            created_by: call.agent.clone(),
+            priority,
+            required_skill: req.required_skill,
+            needs_review: req.needs_review,
+            record,
+        };
+        let (task, events) = self.store.create_task(&room, new).await?;
         call.mark_audited();
         self.bus.publish(events);
         Ok(task)

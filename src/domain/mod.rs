@@ -389,6 +389,21 @@ impl Core {
     }
 }
 
+/// What the domain's test modules share.
+#[cfg(test)]
+mod testing {
+    /// Holds `check` to accept every one of `good` and refuse every one
+    /// of `bad`: a rule's cases as two tables.
+    pub fn accepts_only<T, E>(check: impl Fn(&str) -> Result<T, E>, good: &[&str], bad: &[&str]) {
+        for g in good {
+            assert!(check(g).is_ok(), "{g:?} should be accepted");
+        }
+        for b in bad {
+            assert!(check(b).is_err(), "{b:?} should be refused");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,5 +430,20 @@ mod tests {
             push::Attention,
             profile::Profile
         );
+    }
+
+    /// The enums a person or a hook types take every name with spaces
+    /// around it, and refuse one they do not have.
+    #[test]
+    fn typed_names_parse_trimmed_and_unknown_ones_are_refused() {
+        macro_rules! check {
+            ($($name:ty),+) => {$(
+                for v in <$name>::ALL {
+                    assert_eq!(<$name>::parse(&format!(" {v} ")).unwrap(), v, "{v}");
+                }
+                assert!(<$name>::parse("nonsense").is_err());
+            )+};
+        }
+        check!(presence::State, push::Attention, profile::Profile);
     }
 }

@@ -523,12 +523,16 @@ pub struct NewTask {
     pub priority: String,
     pub required_skill: Option<String>,
     pub needs_review: bool,
+    /// What else creating it writes (its events, its audit row).
+    pub record: Record,
 }
 
 /// The whole new state of a task's mutable fields, decided on
 /// `expected_version`, with the record of what else the change writes.
 #[derive(Debug, Clone)]
 pub struct TaskChange {
+    /// The task it changes.
+    pub task_id: i64,
     pub expected_version: i64,
     pub status: Status,
     pub assignee: Option<String>,

@@ -130,64 +130,62 @@ pub fn truncate_for_message(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::testing::accepts_only;
 
     #[test]
     fn room_names() {
-        for good in [
-            "a",
-            "A",
-            "projA",
-            "team-1",
-            "x.y_z",
-            "Dev.Ops_2",
-            "a".repeat(64).as_str(),
-        ] {
-            assert!(check_room(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "",
-            " ",
-            "..",
-            ".",
-            "...",
-            "a/b",
-            "A\\b",
-            "\t",
-            " projA",
-            "a b",
-            "ä",
-            &"a".repeat(65),
-            "../etc",
-            "cr_WSJo5pjiN20qtUXm8oHWjkqUY-jnIyOzMKcdAav6ZEA",
-            "my.cr_WSJo5pjiN20qtUXm8oHWjkqUY",
-        ] {
-            assert!(check_room(bad).is_err(), "{bad}");
-        }
-        // A short `cr_` run is an ordinary name.
-        assert!(check_room("cr_team").is_ok());
+        accepts_only(
+            check_room,
+            &[
+                "a",
+                "A",
+                "projA",
+                "team-1",
+                "x.y_z",
+                "Dev.Ops_2",
+                "a".repeat(64).as_str(),
+                // A short `cr_` run is an ordinary name.
+                "cr_team",
+            ],
+            &[
+                "",
+                " ",
+                "..",
+                ".",
+                "...",
+                "a/b",
+                "A\\b",
+                "\t",
+                " projA",
+                "a b",
+                "ä",
+                &"a".repeat(65),
+                "../etc",
+                "cr_WSJo5pjiN20qtUXm8oHWjkqUY-jnIyOzMKcdAav6ZEA",
+                "my.cr_WSJo5pjiN20qtUXm8oHWjkqUY",
+            ],
+        );
     }
 
     #[test]
     fn agent_names() {
-        assert!(check_agent("claude-1").is_ok());
-        assert!(check_agent("").is_err());
-        assert!(check_agent("a b").is_err());
-        assert!(check_agent("a@b").is_err());
-        // Bidi controls and zero-width characters are not letters.
-        for bad in [
-            "ali\u{202E}ce",
-            "bob\u{2066}",
-            "\u{200F}carol",
-            "da\u{200B}ve",
-        ] {
-            assert!(check_agent(bad).is_err(), "{bad:?}");
-        }
-        // A Cyrillic `а` among Latin letters passes for `alice`.
-        assert!(check_agent("\u{0430}lice").is_err());
-        // One script, or scripts that do not pass for each other, are fine.
-        for good in ["алиса", "ünal", "田中-bot", "agent_7"] {
-            assert!(check_agent(good).is_ok(), "{good:?}");
-        }
+        accepts_only(
+            check_agent,
+            // One script, or scripts that do not pass for each other.
+            &["claude-1", "алиса", "ünal", "田中-bot", "agent_7"],
+            &[
+                "",
+                "a b",
+                "a@b",
+                // Bidi controls and zero-width characters are not letters.
+                "ali\u{202E}ce",
+                "bob\u{2066}",
+                "\u{200F}carol",
+                "da\u{200B}ve",
+                // A Cyrillic `а` among Latin letters passes for `alice`.
+                "\u{0430}lice",
+            ],
+        );
         assert_eq!(
             skeleton("\u{0430}\u{04CF}\u{0456}\u{0441}\u{0435}"),
             skeleton("alice")

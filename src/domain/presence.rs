@@ -85,6 +85,25 @@ named_enum! {
     }
 }
 
+/// A switch an agent sets on itself in a room, kept in its presence row
+/// beside the time it was set: the state its hooks report, or its
+/// attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    State(State),
+    Attention(Attention),
+}
+
+impl Switch {
+    /// The name it is stored under.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Switch::State(s) => s.as_str(),
+            Switch::Attention(a) => a.as_str(),
+        }
+    }
+}
+
 /// A change of an agent's state or attention, for the MQTT bridge.
 #[derive(Debug, Clone)]
 pub struct Change {
@@ -347,10 +366,7 @@ impl Core {
     pub async fn set_state(&self, call: &Call, room: Option<&str>, state: &str) -> Result<Change> {
         let room = self.room(call, room).await?.name;
         let state = State::parse(state)?;
-        let now = self.clock.now_ms();
-        self.store
-            .save_agent_state(&room, &call.agent, state.as_str(), now)
-            .await?;
+        let now = self.save_switch(call, &room, Switch::State(state)).await?;
         // Only hooks report states: this is a hook seen, too.
         self.presence.hook_seen(&room, &call.agent, now);
         let attention = self.attention(&room, &call.agent).await?;
@@ -374,9 +390,7 @@ impl Core {
     ) -> Result<Change> {
         let room = self.room(call, room).await?.name;
         let attention = Attention::parse(attention)?;
-        let now = self.clock.now_ms();
-        self.store
-            .save_attention(&room, &call.agent, attention.as_str(), now)
+        self.save_switch(call, &room, Switch::Attention(attention))
             .await?;
         // The cache of this room is read again, so this replica's streams
         // see the switch at once.
@@ -394,6 +408,16 @@ impl Core {
         };
         let _ = self.presence.changes.send(change.clone());
         Ok(change)
+    }
+
+    /// Stores the caller's `switch` in `room` at the current time, which
+    /// it returns (the time the change carries).
+    async fn save_switch(&self, call: &Call, room: &str, switch: Switch) -> Result<i64> {
+        let now = self.clock.now_ms();
+        self.store
+            .save_switch(room, &call.agent, switch, now)
+            .await?;
+        Ok(now)
     }
 
     async fn status_of(&self, room: &str, agent: &str) -> Result<Option<AgentStatus>> {
@@ -547,12 +571,6 @@ pub fn reach_json(reach: &[(String, Reach)]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn states_parse() {
-        assert_eq!(State::parse(" idle ").unwrap(), State::Idle);
-        assert!(State::parse("asleep").is_err());
-    }
 
     /// A push client counts while held; the last one going clears the mark.
     #[test]

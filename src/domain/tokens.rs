@@ -153,10 +153,8 @@ impl Core {
                 .find(|t| t.id == id)
                 .map(|t| (t.grant.agent, t.revoked_ts)),
             TokenRef::Grant(id) => store
-                .oauth_list_grants()
+                .oauth_grant(id)
                 .await?
-                .into_iter()
-                .find(|g| g.id == id)
                 .map(|g| (g.grant.agent, g.revoked_ts)),
         }
         .ok_or_else(|| {

@@ -276,35 +276,40 @@ pub enum Proof {
     GitHub,
 }
 
-/// The headers an inbound check reads (lower-case names).
-#[derive(Debug, Default, Clone)]
-pub struct InboundHeaders {
-    pub authorization: Option<String>,
-    pub webhook_id: Option<String>,
-    pub webhook_timestamp: Option<String>,
-    pub webhook_signature: Option<String>,
-    pub hub_signature_256: Option<String>,
-    pub github_event: Option<String>,
+/// An inbound request's headers as its check reads them: by lower-case
+/// name, as text. The HTTP surface implements it for its header map, so
+/// the check reads the request's own headers and names each where it
+/// reads it.
+pub trait InboundHeaders {
+    /// The header `name`, when present and text.
+    fn header(&self, name: &str) -> Option<&str>;
 }
 
 /// Checks an inbound request against `inbound`'s secret at `now_s`
 /// (seconds): a bearer secret, a Standard Webhooks signature, or GitHub's
 /// `X-Hub-Signature-256`. Constant-time comparisons; `None` refuses.
-pub fn verify(inbound: &Inbound, h: &InboundHeaders, body: &[u8], now_s: i64) -> Option<Proof> {
+pub fn verify(
+    inbound: &Inbound,
+    h: &impl InboundHeaders,
+    body: &[u8],
+    now_s: i64,
+) -> Option<Proof> {
     use subtle::ConstantTimeEq;
-    if let Some(auth) = &h.authorization
+    if let Some(auth) = h.header("authorization")
         && let Some(token) = auth.strip_prefix("Bearer ")
     {
         let given = crate::secret::hash(token.trim());
         return bool::from(given.as_bytes().ct_eq(inbound.secret_hash.as_bytes()))
             .then_some(Proof::Bearer);
     }
-    if let Some(sig) = &h.hub_signature_256 {
+    if let Some(sig) = h.header("x-hub-signature-256") {
         return github_ok(&inbound.secret, sig, body).then_some(Proof::GitHub);
     }
-    if let (Some(id), Some(ts), Some(sigs)) =
-        (&h.webhook_id, &h.webhook_timestamp, &h.webhook_signature)
-    {
+    if let (Some(id), Some(ts), Some(sigs)) = (
+        h.header("webhook-id"),
+        h.header("webhook-timestamp"),
+        h.header("webhook-signature"),
+    ) {
         let ts: i64 = ts.trim().parse().ok()?;
         if (now_s - ts).abs() > SIGNATURE_TOLERANCE_S {
             return None;

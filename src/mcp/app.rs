@@ -12,10 +12,7 @@
 
 use std::sync::LazyLock;
 
-use rmcp::ErrorData;
-use rmcp::model::{
-    ListResourcesResult, MetaObject, ReadResourceResult, Resource, ResourceContents,
-};
+use rmcp::model::{MetaObject, ReadResourceResult, Resource, ResourceContents};
 use serde_json::{Value, json};
 
 use crate::assets::board::{CSS as BOARD_CSS, EXT_APPS_JS, HTML as BOARD_HTML, JS as BOARD_JS};
@@ -75,7 +72,7 @@ fn meta(v: Value) -> MetaObject {
     }
 }
 
-fn resource() -> Resource {
+pub fn resource() -> Resource {
     let mut r = Resource::new(BOARD_URI, "chatroom-board")
         .with_title("chatroom board")
         .with_description(
@@ -95,24 +92,15 @@ pub fn board_resource(room: &str) -> Resource {
         .with_mime_type("application/json")
 }
 
-/// `resources/list`: the board app.
-pub fn list() -> ListResourcesResult {
-    ListResourcesResult::with_all_items(vec![resource()])
-}
-
-/// `resources/read`: the board app, or resource-not-found (`-32002`).
-pub fn read(uri: &str) -> Result<ReadResourceResult, ErrorData> {
-    if uri != BOARD_URI {
-        return Err(ErrorData::resource_not_found(
-            format!("no resource {uri:?}; this server has {BOARD_URI}"),
-            Some(json!({ "uri": uri })),
-        ));
-    }
-    Ok(ReadResourceResult::new(vec![
-        ResourceContents::text(DOCUMENT.as_str(), BOARD_URI)
-            .with_mime_type(MIME_TYPE)
-            .with_meta(resource_meta()),
-    ]))
+/// `resources/read` of the board app, if `uri` names it.
+pub fn read(uri: &str) -> Option<ReadResourceResult> {
+    (uri == BOARD_URI).then(|| {
+        ReadResourceResult::new(vec![
+            ResourceContents::text(DOCUMENT.as_str(), BOARD_URI)
+                .with_mime_type(MIME_TYPE)
+                .with_meta(resource_meta()),
+        ])
+    })
 }
 
 /// The ext-apps bundle ends in one `export{a as App,…};`. In the document it

@@ -15,6 +15,7 @@ mod tools;
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use serde_json::json;
 use tracing::Instrument;
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -239,8 +240,7 @@ impl ServerHandler for Chatroom {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let caller = caller_of(&context)?;
-        let mut resources = app::list().resources;
-        resources.push(skill::resource());
+        let mut resources = vec![app::resource(), skill::resource()];
         resources.extend(
             self.readable_rooms(&caller)
                 .await
@@ -256,14 +256,17 @@ impl ServerHandler for Chatroom {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
         let uri = request.uri.as_str();
-        if let Some(read) = skill::read(uri) {
+        if let Some(read) = app::read(uri).or_else(|| skill::read(uri)) {
             return Ok(read.cached().into());
         }
         if let Some(room) = listen::board_room(uri) {
             let caller = caller_of(&context)?;
             return self.read_board(caller, room, uri).await.map(Into::into);
         }
-        Ok(app::read(uri)?.cached().into())
+        Err(ErrorData::resource_not_found(
+            format!("no resource {uri:?}; this server has {}", app::BOARD_URI),
+            Some(json!({ "uri": uri })),
+        ))
     }
 
     /// Every tool call passes here: the rate limit, the call context the

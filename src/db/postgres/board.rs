@@ -40,13 +40,8 @@ async fn load_task(conn: &mut PgConnection, room: &str, id: i64) -> Result<Optio
 
 #[async_trait]
 impl BoardStore for PostgresStore {
-    async fn create_task(
-        &self,
-        room: &str,
-        t: &NewTask,
-        record: Record,
-    ) -> Result<(Task, Vec<Event>)> {
-        let (room, t) = (room.to_owned(), t.clone());
+    async fn create_task(&self, room: &str, t: NewTask) -> Result<(Task, Vec<Event>)> {
+        let room = room.to_owned();
         self.writers
             .write(&room.clone(), move |tx| {
                 Box::pin(async move {
@@ -54,7 +49,7 @@ impl BoardStore for PostgresStore {
                          priority, required_skill, needs_review) \
                          VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8, $9, $10) RETURNING id";
                     let task = (&t.title, &t.body, t.status.as_str(), &t.assignee, &t.created_by);
-                    let rest = (record.now, &t.priority, &t.required_skill, t.needs_review);
+                    let rest = (t.record.now, &t.priority, &t.required_skill, t.needs_review);
                     let args = (&room,).then(task).then(rest);
                     let id: i64 = fetch_one(&mut *tx, sql, args).await.map_err(text_error)?;
                     if !t.depends_on.is_empty() {
@@ -69,7 +64,7 @@ impl BoardStore for PostgresStore {
                         task_id: Some(id),
                         ..Written::default()
                     };
-                    let events = store_record(tx, &room, record, &written).await?;
+                    let events = store_record(tx, &room, t.record, &written).await?;
                     Ok((task, events))
                 })
             })
@@ -112,10 +107,9 @@ impl BoardStore for PostgresStore {
     async fn apply_task_change(
         &self,
         room: &str,
-        id: i64,
         c: TaskChange,
     ) -> Result<Option<(Task, Vec<Event>)>> {
-        let room = room.to_owned();
+        let (room, id) = (room.to_owned(), c.task_id);
         self.writers
             .write(&room.clone(), move |tx| {
                 Box::pin(async move {

@@ -11,7 +11,7 @@ use crate::domain::oauth::{AUTH_CODE_TTL_MS, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewConnectCode, NewOAuthToken, OAuthClient, OAuthTokenRecord, Rotation,
 };
-use crate::domain::store::oauth::{ConnectApproval, OAuthStore};
+use crate::domain::store::oauth::{ClientLimit, ConnectApproval, OAuthStore};
 use crate::error::Result;
 
 /// Rows one prune batch deletes (a short statement each, however much has
@@ -24,12 +24,7 @@ const INSERT_TOKEN: &str = "INSERT INTO oauth_tokens (hash, grant_id, kind, crea
 
 #[async_trait]
 impl OAuthStore for PostgresStore {
-    async fn oauth_insert_client(
-        &self,
-        c: &OAuthClient,
-        max: i64,
-        unused_before: i64,
-    ) -> Result<bool> {
+    async fn oauth_insert_client(&self, c: &OAuthClient, limit: ClientLimit) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         // Registrations on any replica count and evict one at a time.
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext('chatroom.oauth_clients'))")
@@ -37,13 +32,13 @@ impl OAuthStore for PostgresStore {
             .await?;
         let forget = "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
              WHERE used_ts IS NULL AND created_ts <= $1 ORDER BY created_ts LIMIT $2)";
-        exec(&mut *tx, forget, (unused_before, PRUNE_BATCH)).await?;
+        exec(&mut *tx, forget, (limit.unused_before, PRUNE_BATCH)).await?;
         let count: i64 = fetch_one(&mut *tx, "SELECT COUNT(*) FROM oauth_clients", ()).await?;
-        if count >= max {
+        let over = limit.over(count);
+        if over > 0 {
             let evict = "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
                  WHERE used_ts IS NULL ORDER BY created_ts LIMIT $1)";
-            let evicted = exec(&mut *tx, evict, (count - max + 1,)).await?;
-            if (evicted as i64) < count - max + 1 {
+            if (exec(&mut *tx, evict, (over,)).await? as i64) < over {
                 return Ok(false);
             }
         }

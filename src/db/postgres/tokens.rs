@@ -1,6 +1,7 @@
 //! Tokens, membership, presence and agent state on PostgreSQL.
 
 use super::*;
+use crate::domain::presence::Switch;
 
 // Who holds a room's membership: every token and every OAuth grant (an app
 // signed in with a connect code is an agent like a token's), one rule for
@@ -127,23 +128,18 @@ impl TokenStore for PostgresStore {
         Ok(())
     }
 
-    async fn save_agent_state(&self, room: &str, agent: &str, state: &str, ts: i64) -> Result<()> {
-        let sql = "INSERT INTO agent_status (room, agent, state, state_ts) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (room, agent) DO UPDATE SET state = excluded.state, state_ts = excluded.state_ts";
-        exec(&self.pool, sql, (room, agent, state, ts)).await?;
-        Ok(())
-    }
-
-    async fn save_attention(
-        &self,
-        room: &str,
-        agent: &str,
-        attention: &str,
-        ts: i64,
-    ) -> Result<()> {
-        let sql = "INSERT INTO agent_status (room, agent, attention, attention_ts) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (room, agent) DO UPDATE SET attention = excluded.attention, attention_ts = excluded.attention_ts";
-        exec(&self.pool, sql, (room, agent, attention, ts)).await?;
+    async fn save_switch(&self, room: &str, agent: &str, switch: Switch, ts: i64) -> Result<()> {
+        let sql = match switch {
+            Switch::State(_) => {
+                "INSERT INTO agent_status (room, agent, state, state_ts) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (room, agent) DO UPDATE SET state = excluded.state, state_ts = excluded.state_ts"
+            }
+            Switch::Attention(_) => {
+                "INSERT INTO agent_status (room, agent, attention, attention_ts) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (room, agent) DO UPDATE SET attention = excluded.attention, attention_ts = excluded.attention_ts"
+            }
+        };
+        exec(&self.pool, sql, (room, agent, switch.as_str(), ts)).await?;
         Ok(())
     }
 

@@ -71,12 +71,7 @@ const MY_MENTIONS: &str = "SELECT x.seq, x.message_id, x.note_id, x.task_id, \
 
 #[async_trait]
 impl BoardStore for SqliteStore {
-    async fn create_task(
-        &self,
-        room: &str,
-        t: &NewTask,
-        record: Record,
-    ) -> Result<(Task, Vec<Event>)> {
+    async fn create_task(&self, room: &str, t: NewTask) -> Result<(Task, Vec<Event>)> {
         self.write(|c| {
             let id: i64 = insert(
                 c,
@@ -90,7 +85,7 @@ impl BoardStore for SqliteStore {
                     t.status.as_str(),
                     t.assignee,
                     t.created_by,
-                    record.now,
+                    t.record.now,
                     t.priority,
                     t.required_skill,
                     t.needs_review
@@ -110,7 +105,7 @@ impl BoardStore for SqliteStore {
                 task_id: Some(id),
                 ..Written::default()
             };
-            let events = store_record(c, room, record, &written)?;
+            let events = store_record(c, room, t.record, &written)?;
             Ok((task, events))
         })
         .await
@@ -168,11 +163,10 @@ impl BoardStore for SqliteStore {
     async fn apply_task_change(
         &self,
         room: &str,
-        id: i64,
         c: TaskChange,
     ) -> Result<Option<(Task, Vec<Event>)>> {
         self.write(|tx| {
-            let now = c.record.now;
+            let (id, now) = (c.task_id, c.record.now);
             let sql = "UPDATE tasks SET status = ?3, assignee = ?4, body = ?5, result = ?6, lease_seconds = ?7, \
                  lease_expires_ts = ?8, version = version + 1, updated_ts = ?9 \
                  WHERE id = ?1 AND room = ?2 AND version = ?10";

@@ -8,7 +8,7 @@ use crate::domain::oauth::{AUTH_CODE_TTL_MS, UNUSED_CLIENT_TTL_MS};
 use crate::domain::oauth::{
     CodeTake, GrantRecord, NewConnectCode, NewOAuthToken, OAuthClient, OAuthTokenRecord, Rotation,
 };
-use crate::domain::store::oauth::{ConnectApproval, OAuthStore};
+use crate::domain::store::oauth::{ClientLimit, ConnectApproval, OAuthStore};
 use crate::error::{Error, Result};
 
 /// Rows one prune batch deletes: each batch is its own short write, so the
@@ -17,30 +17,26 @@ const PRUNE_BATCH: i64 = 500;
 
 #[async_trait]
 impl OAuthStore for SqliteStore {
-    async fn oauth_insert_client(
-        &self,
-        c: &OAuthClient,
-        max: i64,
-        unused_before: i64,
-    ) -> Result<bool> {
+    async fn oauth_insert_client(&self, c: &OAuthClient, limit: ClientLimit) -> Result<bool> {
         self.write(|conn| {
             // By the partial index on unused registrations, oldest first.
             exec(
                 conn,
                 "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
                  WHERE used_ts IS NULL AND created_ts <= ?1 ORDER BY created_ts LIMIT ?2)",
-                params![unused_before, PRUNE_BATCH],
+                params![limit.unused_before, PRUNE_BATCH],
             )?;
             let count: i64 =
                 row(conn, "SELECT COUNT(*) FROM oauth_clients", [])?.unwrap_or(0);
-            if count >= max {
+            let over = limit.over(count);
+            if over > 0 {
                 let evicted = exec(
                     conn,
                     "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients \
                      WHERE used_ts IS NULL ORDER BY created_ts LIMIT ?1)",
-                    [count - max + 1],
+                    [over],
                 )?;
-                if (evicted as i64) < count - max + 1 {
+                if (evicted as i64) < over {
                     return Ok(false);
                 }
             }

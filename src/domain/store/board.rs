@@ -10,12 +10,7 @@ use crate::error::Result;
 /// Tasks, notes, mentions and search.
 #[async_trait]
 pub trait BoardStore: Send + Sync {
-    async fn create_task(
-        &self,
-        room: &str,
-        task: &NewTask,
-        record: Record,
-    ) -> Result<(Task, Vec<Event>)>;
+    async fn create_task(&self, room: &str, task: NewTask) -> Result<(Task, Vec<Event>)>;
     async fn get_task(&self, room: &str, id: i64) -> Result<Option<Task>>;
     async fn list_tasks(&self, room: &str, query: &TaskQuery) -> Result<Vec<Task>>;
     /// How many of the room's tasks are in each status.
@@ -25,7 +20,6 @@ pub trait BoardStore: Send + Sync {
     async fn apply_task_change(
         &self,
         room: &str,
-        id: i64,
         change: TaskChange,
     ) -> Result<Option<(Task, Vec<Event>)>>;
     /// Tasks whose lease lapsed before `now`, across rooms: `(room, id)`.

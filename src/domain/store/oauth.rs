@@ -20,19 +20,30 @@ pub struct ConnectApproval<'a> {
     pub now: i64,
 }
 
+/// How many registered clients the store keeps: unused ones created before
+/// `unused_before` are forgotten first, and once `max` are stored the
+/// oldest unused ones make room for a new one.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientLimit {
+    pub max: i64,
+    pub unused_before: i64,
+}
+
+impl ClientLimit {
+    /// How many unused clients must be forgotten beside `count` stored
+    /// ones for one more to fit (`0`: it fits).
+    pub fn over(self, count: i64) -> i64 {
+        (count - self.max + 1).max(0)
+    }
+}
+
 /// OAuth clients, connect codes, grants, authorization codes and tokens.
 #[async_trait]
 pub trait OAuthStore: Send + Sync {
-    /// In one transaction: forgets unused registrations created before
-    /// `unused_before`, makes room by forgetting the oldest unused one when
-    /// `max` clients are stored, and stores `client`. `false` (nothing
-    /// stored) when the store is full of clients that were used.
-    async fn oauth_insert_client(
-        &self,
-        client: &OAuthClient,
-        max: i64,
-        unused_before: i64,
-    ) -> Result<bool>;
+    /// In one transaction: makes room for `client` as `limit` says and
+    /// stores it. `false` (nothing stored) when the store is full of
+    /// clients that were used.
+    async fn oauth_insert_client(&self, client: &OAuthClient, limit: ClientLimit) -> Result<bool>;
     async fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>>;
     async fn oauth_insert_connect_code(&self, code: &NewConnectCode) -> Result<()>;
     /// In one transaction: spends the unused, unexpired connect code with

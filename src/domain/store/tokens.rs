@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 
 use crate::domain::model::*;
+use crate::domain::presence::Switch;
 use crate::error::Result;
 
 /// Tokens, membership, presence and agent state.
@@ -25,11 +26,9 @@ pub trait TokenStore: Send + Sync {
     async fn save_presence(&self, seen: &[(String, String, i64)]) -> Result<()>;
     /// Records `(token id, ts)` as each token's last use (a later one kept).
     async fn save_token_use(&self, used: &[(i64, i64)]) -> Result<()>;
-    /// Sets the state `agent`'s hooks report in `room`, at `ts`.
-    async fn save_agent_state(&self, room: &str, agent: &str, state: &str, ts: i64) -> Result<()>;
-    /// Sets `agent`'s attention switch in `room`, at `ts`.
-    async fn save_attention(&self, room: &str, agent: &str, attention: &str, ts: i64)
-    -> Result<()>;
+    /// Sets `agent`'s `switch` in `room` (the state its hooks report, or
+    /// its attention), set at `ts`; its other switch is left as it is.
+    async fn save_switch(&self, room: &str, agent: &str, switch: Switch, ts: i64) -> Result<()>;
     /// Writes a batch of marks: a hook seen keeps the latest time; a push
     /// mark is set as given (`0` clears it).
     async fn save_reach_marks(&self, marks: &[ReachMark]) -> Result<()>;

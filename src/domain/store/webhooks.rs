@@ -25,6 +25,26 @@ pub struct Webhook {
     pub secret: Option<String>,
     #[serde(with = "crate::clock::ts")]
     pub created_ts: i64,
+    /// Where its delivery stands.
+    #[serde(flatten)]
+    pub delivery: Progress,
+}
+
+/// A webhook to store.
+#[derive(Debug, Clone)]
+pub struct NewWebhook {
+    pub room: String,
+    pub url: String,
+    pub format: String,
+    pub events: Vec<String>,
+    pub secret: Option<String>,
+}
+
+/// A webhook's delivery state: as stored (in [`Webhook`]), and as a
+/// worker writes it back when it lets go of one
+/// ([`WebhookStore::save_webhook`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Progress {
     /// The last event delivered or passed over.
     pub cursor: i64,
     /// Attempts at the event after `cursor` so far.
@@ -38,35 +58,11 @@ pub struct Webhook {
     /// Failures in a row (any event); at the threshold it pauses.
     pub failures: i64,
     pub paused: bool,
-    /// Events delivered so far.
+    /// Events delivered: so far, as stored; by this lease, as written back
+    /// (added to the count).
     pub delivered: i64,
     /// The last attempt's time and outcome (`200`, `timeout`, …).
     #[serde(with = "crate::clock::ts_opt")]
-    pub last_ts: Option<i64>,
-    pub last_status: Option<String>,
-}
-
-/// A webhook to store.
-#[derive(Debug, Clone)]
-pub struct NewWebhook {
-    pub room: String,
-    pub url: String,
-    pub format: String,
-    pub events: Vec<String>,
-    pub secret: Option<String>,
-}
-
-/// The delivery state a worker writes back when it lets go of a webhook.
-#[derive(Debug, Clone, Default)]
-pub struct Progress {
-    pub cursor: i64,
-    pub attempts: i64,
-    pub next_ts: i64,
-    pub first_fail_ts: Option<i64>,
-    pub failures: i64,
-    pub paused: bool,
-    /// Events delivered by this lease (added to the count).
-    pub delivered: i64,
     pub last_ts: Option<i64>,
     pub last_status: Option<String>,
 }
