@@ -94,6 +94,20 @@ macro_rules! webhook_columns {
     };
 }
 
+/// The condition on a webhook `w` that a worker may lease at time `$now`
+/// (a placeholder): active, due, not leased, with events past its cursor.
+macro_rules! webhook_claimable {
+    ($now:literal) => {
+        concat!(
+            "NOT w.paused AND w.next_ts <= ",
+            $now,
+            " AND w.lease_until <= ",
+            $now,
+            " AND EXISTS (SELECT 1 FROM events e WHERE e.room = w.room AND e.id > w.cursor)"
+        )
+    };
+}
+
 macro_rules! inbound_columns {
     () => {
         "id, key, room, agent, secret, secret_hash, created_ts, last_used_ts"

@@ -15,20 +15,6 @@ use crate::domain::store::webhooks::{
 };
 use crate::error::Result;
 
-/// A webhook `w` that a worker may lease at time `$now`: active, due, not
-/// leased, with events past its cursor.
-macro_rules! claimable {
-    ($now:literal) => {
-        concat!(
-            "NOT w.paused AND w.next_ts <= ",
-            $now,
-            " AND w.lease_until <= ",
-            $now,
-            " AND EXISTS (SELECT 1 FROM events e WHERE e.room = w.room AND e.id > w.cursor)"
-        )
-    };
-}
-
 #[async_trait]
 impl WebhookStore for PostgresStore {
     async fn insert_webhook(&self, h: &NewWebhook, now: i64) -> Result<Webhook> {
@@ -65,7 +51,7 @@ impl WebhookStore for PostgresStore {
         // has work, and a plain read says so without taking row locks.
         let any = concat!(
             "SELECT EXISTS (SELECT 1 FROM webhooks w WHERE ",
-            claimable!("$1"),
+            webhook_claimable!("$1"),
             ")"
         );
         if !fetch_one::<bool>(&self.pool, any, (lease.now,)).await? {
@@ -74,7 +60,7 @@ impl WebhookStore for PostgresStore {
         let sql = concat!(
             "UPDATE webhooks SET lease_owner = $1, lease_until = $3 WHERE id IN \
              (SELECT w.id FROM webhooks w WHERE ",
-            claimable!("$2"),
+            webhook_claimable!("$2"),
             " ORDER BY w.id LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING ",
             webhook_columns!()
         );

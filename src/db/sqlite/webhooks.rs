@@ -11,20 +11,6 @@ use crate::domain::store::webhooks::{
 };
 use crate::error::Result;
 
-/// A webhook `w` that a worker may lease at time `$now`: active, due, not
-/// leased, with events past its cursor.
-macro_rules! claimable {
-    ($now:literal) => {
-        concat!(
-            "w.paused = 0 AND w.next_ts <= ",
-            $now,
-            " AND w.lease_until <= ",
-            $now,
-            " AND EXISTS (SELECT 1 FROM events e WHERE e.room = w.room AND e.id > w.cursor)"
-        )
-    };
-}
-
 #[async_trait]
 impl WebhookStore for SqliteStore {
     async fn insert_webhook(&self, h: &NewWebhook, now: i64) -> Result<Webhook> {
@@ -64,7 +50,7 @@ impl WebhookStore for SqliteStore {
         // has work, and a read says so without taking the writer.
         let any = concat!(
             "SELECT EXISTS (SELECT 1 FROM webhooks w WHERE ",
-            claimable!("?1"),
+            webhook_claimable!("?1"),
             ")"
         );
         if self.read_row::<bool>(any, [now])? != Some(true) {
@@ -76,7 +62,7 @@ impl WebhookStore for SqliteStore {
                 concat!(
                     "UPDATE webhooks SET lease_owner = ?1, lease_until = ?3 WHERE id IN \
                      (SELECT w.id FROM webhooks w WHERE ",
-                    claimable!("?2"),
+                    webhook_claimable!("?2"),
                     " ORDER BY w.id LIMIT ?4) RETURNING ",
                     webhook_columns!()
                 ),
