@@ -5,10 +5,10 @@
 //! queue behind it, it leaves the transaction open for them and waits; the
 //! last of the queue (or the write that fills the batch) commits for all.
 //! Under load one `COMMIT` — one set of WAL frames, one full-text segment —
-//! carries many writes. A write with nobody queued behind it lingers for
-//! one turn of the scheduler before it commits (writes arriving meanwhile
-//! join its batch), so requests spread over the runtime's threads share
-//! commits too, at the cost of one task switch. Either way a
+//! carries many writes. On a runtime of several threads a write with nobody
+//! queued behind it lingers for one turn of the scheduler before it commits
+//! (writes arriving meanwhile join its batch), so requests spread over the
+//! runtime's threads share commits too, at the cost of one task switch. Either way a
 //! write returns only after the commit that carries it, with its outcome: a
 //! failed write rolls back to its savepoint and leaves the others alone; a
 //! failed commit fails every write it carried.
@@ -93,7 +93,7 @@ impl Writer {
         let queued = Queued::new(self);
         let mut state = self.state.lock().await;
         queued.acquired();
-        let (out, next) = run(&mut state, &self.queued, &self.ending, true, f);
+        let (out, next) = run(&mut state, &self.queued, &self.ending, lingers(), f);
         drop(state);
         match next {
             Next::Done => out,
@@ -135,6 +135,17 @@ impl Writer {
             Next::Done | Next::CommitSoon(..) => out,
         }
     }
+}
+
+/// Whether a write with nobody queued behind it lingers: only on a runtime
+/// of several threads, where writes from the others can join its batch. On
+/// one thread it would only hold the transaction open while that thread
+/// runs other tasks, and one of those may wait on the database itself (a
+/// second store of the same file, as tests open, blocks the thread in
+/// SQLite's busy handler and the lingering write never comes back).
+fn lingers() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// What a write does after `run`.
