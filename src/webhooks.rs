@@ -51,19 +51,9 @@ const PAGE: i64 = 100;
 /// events past its cursor. `listen` is the server's own address, which a
 /// webhook may not point at.
 pub async fn run(core: Core, listen: SocketAddr) {
-    let client = match crate::tls::client_builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(ATTEMPT_TIMEOUT)
-        .connect_timeout(ATTEMPT_TIMEOUT)
-        .user_agent(concat!("chatroom-webhooks/", env!("CARGO_PKG_VERSION")))
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot build the webhook HTTP client; webhooks are off");
-            return;
-        }
-    };
+    // Made when a webhook first has work: a server without webhooks never
+    // loads the TLS trust store (its memory and code pages).
+    let mut client: Option<reqwest::Client> = None;
     let owner = format!("{}-{:08x}", std::process::id(), rand::random::<u32>());
     let mut rx = core.bus.subscribe();
     let mut tick = tokio::time::interval(TICK);
@@ -119,6 +109,20 @@ pub async fn run(core: Core, listen: SocketAddr) {
         };
         match core.store.claim_webhooks(lease, room).await {
             Ok(hooks) => {
+                if hooks.is_empty() {
+                    continue;
+                }
+                let client = match &client {
+                    Some(c) => c.clone(),
+                    None => match http_client() {
+                        Ok(c) => client.insert(c).clone(),
+                        Err(e) => {
+                            // The leases taken run out; another replica may deliver.
+                            tracing::error!(error = %e, "cannot build the webhook HTTP client; webhooks are off");
+                            return;
+                        }
+                    },
+                };
                 for hook in hooks {
                     let (core, client, owner) = (core.clone(), client.clone(), owner.clone());
                     inflight.spawn(async move { work(&core, &client, &owner, listen, hook).await });
@@ -130,6 +134,16 @@ pub async fn run(core: Core, listen: SocketAddr) {
     // Attempts in flight end with the process; their leases run out and
     // the next start (or another replica) delivers those events again.
     inflight.abort_all();
+}
+
+/// The client deliveries go out on: no redirects, each attempt bounded.
+fn http_client() -> reqwest::Result<reqwest::Client> {
+    crate::tls::client_builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(ATTEMPT_TIMEOUT)
+        .connect_timeout(ATTEMPT_TIMEOUT)
+        .user_agent(concat!("chatroom-webhooks/", env!("CARGO_PKG_VERSION")))
+        .build()
 }
 
 /// When the earliest retry of an active webhook falls due, if one waits.

@@ -309,7 +309,9 @@ type Cached = (Instant, Result<ClientInfo, Refused>);
 /// Fetches and caches client ID metadata documents.
 pub struct Fetcher {
     enabled: bool,
-    http: reqwest::Client,
+    /// Made at the first fetch: a server whose sign-ins never fetch a
+    /// document never loads the TLS trust store.
+    http: std::sync::OnceLock<reqwest::Client>,
     /// By URL: documents, and refusals of the document itself.
     cache: Mutex<HashMap<String, Cached>>,
     /// By host: failures of the host.
@@ -355,21 +357,9 @@ fn make_room<V>(map: &mut HashMap<String, (Instant, V)>) {
 
 impl Fetcher {
     pub fn new(enabled: bool) -> Fetcher {
-        let http = crate::tls::client_builder()
-            .https_only(true)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .timeout(TIMEOUT)
-            .connect_timeout(TIMEOUT)
-            .dns_resolver(Arc::new(PublicOnly {
-                threads: Arc::new(Semaphore::new(DNS_THREADS)),
-            }))
-            .user_agent(concat!("chatroom/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("the metadata client builds");
         Fetcher {
             enabled,
-            http,
+            http: std::sync::OnceLock::new(),
             cache: Mutex::new(HashMap::new()),
             hosts: Mutex::new(HashMap::new()),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
@@ -456,6 +446,31 @@ impl Fetcher {
         })
     }
 
+    /// The client fetches go out on: HTTPS only, no redirects, no proxy,
+    /// public addresses only, each fetch bounded. Made once, at the first
+    /// fetch.
+    fn http(&self) -> Result<&reqwest::Client, Refused> {
+        if let Some(http) = self.http.get() {
+            return Ok(http);
+        }
+        let http = crate::tls::client_builder()
+            .https_only(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .timeout(TIMEOUT)
+            .connect_timeout(TIMEOUT)
+            .dns_resolver(Arc::new(PublicOnly {
+                threads: Arc::new(Semaphore::new(DNS_THREADS)),
+            }))
+            .user_agent(concat!("chatroom/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot build the client ID metadata HTTP client");
+                Refused::Tls("this server cannot make HTTPS requests".into())
+            })?;
+        Ok(self.http.get_or_init(|| http))
+    }
+
     async fn fetch(
         &self,
         url: &str,
@@ -463,7 +478,7 @@ impl Fetcher {
         host: &str,
     ) -> Result<(ClientInfo, Duration), Refused> {
         let response = self
-            .http
+            .http()?
             .get(parsed)
             .send()
             .await
