@@ -251,13 +251,28 @@ pub struct ClientInfo {
     pub client_id: String,
     pub client_name: String,
     pub redirect_uris: Vec<String>,
-    pub secret_hash: Option<String>,
-    /// Whether it was registered here (else a metadata document).
-    pub registered: bool,
+    pub source: ClientSource,
     /// Whether the owner approved a sign-in of it before (with a connect
     /// code): only then are errors sent back to its redirect URI without
     /// anyone's action (RFC 9700 §4.11.2); anyone can register a client.
     pub approved_before: bool,
+}
+
+/// Where a client is known from; only a client registered here can have a
+/// secret (a metadata document names none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientSource {
+    /// Registered here (RFC 7591); the hash of its secret, if it has one.
+    Registered { secret_hash: Option<String> },
+    /// Described by its client ID metadata document, fetched from its URL.
+    Metadata,
+}
+
+impl ClientInfo {
+    /// Whether it was registered here (else a metadata document).
+    pub fn registered(&self) -> bool {
+        matches!(self.source, ClientSource::Registered { .. })
+    }
 }
 
 impl From<OAuthClient> for ClientInfo {
@@ -266,8 +281,9 @@ impl From<OAuthClient> for ClientInfo {
             client_id: c.client_id,
             client_name: c.client_name,
             redirect_uris: c.redirect_uris,
-            secret_hash: c.secret_hash,
-            registered: true,
+            source: ClientSource::Registered {
+                secret_hash: c.secret_hash,
+            },
             approved_before: c.used_ts.is_some(),
         }
     }
@@ -543,7 +559,11 @@ pub fn authenticate_client(
     client: &ClientInfo,
     secret: Option<&str>,
 ) -> std::result::Result<(), OAuthError> {
-    match (&client.secret_hash, secret) {
+    let expected = match &client.source {
+        ClientSource::Registered { secret_hash } => secret_hash,
+        ClientSource::Metadata => &None,
+    };
+    match (expected, secret) {
         (None, _) => Ok(()),
         (Some(expected), Some(given)) if given.len() <= 200 => {
             if bool::from(hash(given).as_bytes().ct_eq(expected.as_bytes())) {

@@ -815,7 +815,7 @@ async fn consent(
     let html = ConsentPage {
         client_name: &r.client.client_name,
         client_id: &r.client.client_id,
-        registered: r.client.registered,
+        registered: r.client.registered(),
         return_host: oauth::return_address(&r.redirect_uri),
         native: oauth::check_redirect_uri(&r.redirect_uri) == Ok(RedirectKind::PrivateUse),
         redirect_uri: if r.redirect_uri_given {

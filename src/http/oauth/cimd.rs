@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
 
-use crate::domain::oauth::{ClientInfo, check_redirect_uri};
+use crate::domain::oauth::{ClientInfo, ClientSource, check_redirect_uri};
 
 /// The largest document accepted.
 const MAX_BYTES: usize = 64 * 1024;
@@ -535,8 +535,7 @@ impl Fetcher {
                 client_id: doc.client_id,
                 client_name: name,
                 redirect_uris: doc.redirect_uris,
-                secret_hash: None,
-                registered: false,
+                source: ClientSource::Metadata,
                 approved_before: false,
             },
             keep,
