@@ -273,6 +273,14 @@ impl ClientInfo {
     pub fn registered(&self) -> bool {
         matches!(self.source, ClientSource::Registered { .. })
     }
+
+    /// The hash of its secret; only a registered client can have one.
+    pub fn secret_hash(&self) -> Option<&str> {
+        match &self.source {
+            ClientSource::Registered { secret_hash } => secret_hash.as_deref(),
+            ClientSource::Metadata => None,
+        }
+    }
 }
 
 impl From<OAuthClient> for ClientInfo {
@@ -559,11 +567,7 @@ pub fn authenticate_client(
     client: &ClientInfo,
     secret: Option<&str>,
 ) -> std::result::Result<(), OAuthError> {
-    let expected = match &client.source {
-        ClientSource::Registered { secret_hash } => secret_hash,
-        ClientSource::Metadata => &None,
-    };
-    match (expected, secret) {
+    match (client.secret_hash(), secret) {
         (None, _) => Ok(()),
         (Some(expected), Some(given)) if given.len() <= 200 => {
             if bool::from(hash(given).as_bytes().ct_eq(expected.as_bytes())) {
