@@ -2,6 +2,9 @@
 //! `CHATROOM_BUILD_COMMIT` wins (a Docker build, whose context has no
 //! `.git`, can pass it as a build argument); else `git` is asked; a checkout
 //! without either builds as well and says `unknown`.
+//!
+//! A release build also lays out the functions that start-up and an idle
+//! server run side by side in the executable ([`startup_order`]).
 
 use std::path::Path;
 use std::process::Command;
@@ -39,4 +42,70 @@ fn main() {
         }
     };
     println!("cargo:rustc-env=CHATROOM_COMMIT={commit}");
+    startup_order();
+}
+
+/// Hands `link/startup.order` (made by `bench/startup-order.sh`) to the
+/// linker in a release build, which then places those functions first and
+/// together. Why: the kernel maps a program's cached pages in blocks of 64 KB
+/// around each page it runs, and start-up touches code all over the
+/// binary, so an idle server held about 15 MB of its executable resident;
+/// with the order, under 4 MB (BENCHMARKS.md, "Idle memory"). A function the
+/// list misses still links, elsewhere.
+///
+/// Only GNU-style LLD reads such a list, and the build must not fail where
+/// another linker runs: the list is passed only on x86_64 Linux with Rust
+/// 1.90 or later whose toolchain carries its own LLD (its default linker
+/// there), and not when the build names a linker of its own.
+/// `CHATROOM_LINK_ORDER=off` leaves it out too.
+fn startup_order() {
+    const LIST: &str = "link/startup.order";
+    println!("cargo:rerun-if-changed={LIST}");
+    println!("cargo:rerun-if-env-changed=CHATROOM_LINK_ORDER");
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let own_linker = !var("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_empty()
+        || var("CARGO_ENCODED_RUSTFLAGS").contains("linker");
+    let list = Path::new(&var("CARGO_MANIFEST_DIR")).join(LIST);
+    if var("PROFILE") != "release"
+        || var("TARGET") != "x86_64-unknown-linux-gnu"
+        || var("CHATROOM_LINK_ORDER") == "off"
+        || own_linker
+        || !list.exists()
+        || !rustc_links_with_lld(&var("RUSTC"))
+    {
+        return;
+    }
+    println!(
+        "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+        list.display()
+    );
+    // Names the list has and this build does not (another version's
+    // functions) are expected, not worth a warning.
+    println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+}
+
+/// Whether `rustc` links x86_64 Linux programs with its own LLD: from 1.90,
+/// when its sysroot carries `gcc-ld/ld.lld`.
+fn rustc_links_with_lld(rustc: &str) -> bool {
+    let ask = |arg: &str| {
+        let out = Command::new(rustc).arg(arg).output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let minor = ask("--version").and_then(|v| {
+        // "rustc 1.95.0 (59807616e 2026-04-14)"
+        let version = v.split_whitespace().nth(1)?.to_owned();
+        let mut parts = version.split('.');
+        let major: u32 = parts.next()?.parse().ok()?;
+        let minor: u32 = parts.next()?.parse().ok()?;
+        (major == 1).then_some(minor)
+    });
+    let lld = ask("--print=sysroot").is_some_and(|root| {
+        Path::new(&root)
+            .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/gcc-ld/ld.lld")
+            .exists()
+    });
+    minor.is_some_and(|m| m >= 90) && lld
 }

@@ -231,6 +231,7 @@ fn dockerignore_lets_in_what_the_build_reads() {
     for file in [
         "templates",
         "build.rs",
+        "link/startup.order",
         "askama.toml",
         ".cargo/config.toml",
         "rust-toolchain.toml",
@@ -1111,4 +1112,32 @@ async fn command_checker_finds_and_refuses() {
     assert!(check(&found[2], &mut cache).await.is_ok());
     assert!(check(&found[3], &mut cache).await.is_err());
     assert!(check(&found[4], &mut cache).await.is_err());
+}
+
+/// `link/startup.order`, which build.rs gives the linker of a release build
+/// (see BENCHMARKS.md, "Idle memory"), is what `bench/startup-order.sh`
+/// writes: one symbol a line, sorted, no repeats, and the server's own
+/// start-up among them (a list made from another program would lay out
+/// nothing of ours).
+#[test]
+fn startup_order_is_a_sorted_list_of_the_servers_functions() {
+    let list = repo_file("link/startup.order");
+    let names: Vec<&str> = list.lines().collect();
+    assert!(names.len() > 1000, "only {} names", names.len());
+    for name in &names {
+        assert!(
+            !name.is_empty() && !name.contains(char::is_whitespace),
+            "not a symbol name: {name:?}"
+        );
+    }
+    assert!(
+        names.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()),
+        "the list is sorted (bytewise) and has no repeats"
+    );
+    for part in ["8chatroom3cli", "8chatroom6server", "8chatroom2db6sqlite"] {
+        assert!(
+            names.iter().any(|n| n.contains(part)),
+            "no function of {part} in the list"
+        );
+    }
 }
