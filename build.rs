@@ -49,9 +49,9 @@ fn main() {
 /// linker in a release build, which then places those functions first and
 /// together. Why: the kernel maps a program's cached pages in blocks of 64 KB
 /// around each page it runs, and start-up touches code all over the
-/// binary, so an idle server held about 15 MB of its executable resident;
-/// with the order, under 4 MB (BENCHMARKS.md, "Idle memory"). A function the
-/// list misses still links, elsewhere.
+/// binary, so an idle server held 13.5 MB of its executable's code
+/// resident; with the order, 6 MB (BENCHMARKS.md, "Idle memory"). A
+/// function the list misses still links, elsewhere.
 ///
 /// Only GNU-style LLD reads such a list, and the build must not fail where
 /// another linker runs: the list is passed only on x86_64 Linux with Rust
