@@ -11,10 +11,18 @@
 # (`initialize`, `tools/list`, `whoami`, `post_message`, `read_messages`,
 # `whats_new`), then IDLE seconds of rest (the idle workers' ticks fall in
 # it) and a shutdown. The functions it ran that the binary defines go into the file;
-# with several binaries (the default build and the image's, whose symbol
-# names differ by their features), the union. Run it again when start-up
-# changes: a function missing from the file still works, it just lies
-# elsewhere, and the resident pages grow back a little.
+# with several binaries, the union. The list kept in the repository is
+# that of two: `cargo build --release`'s, and the Docker image's, whose
+# symbol names differ by its flags and features; the image strips its
+# binary, so take it from a build of the Dockerfile without `install -s`:
+#
+#   sed 's/install -s /install /' Dockerfile | docker build -f - -t chatroom-syms .
+#   docker cp "$(docker create chatroom-syms)":/usr/local/bin/chatroom /tmp/image-chatroom
+#   bench/startup-order.sh target/release/chatroom /tmp/image-chatroom
+#
+# Run it again when start-up changes: a function missing from the file
+# still works, it just lies elsewhere, and the resident pages grow back a
+# little.
 #
 #   IDLE=20                 seconds of rest before the shutdown
 #   OUT=link/startup.order  where the list goes
