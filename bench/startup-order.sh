@@ -30,7 +30,7 @@
 # Needs valgrind (Debian: apt-get install valgrind), curl and nm.
 set -euo pipefail
 export LC_ALL=C
-[ $# -ge 1 ] || { sed -n 2,20p "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^# Needs/p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd)
 idle=${IDLE:-20}
 out=${OUT:-$here/link/startup.order}
