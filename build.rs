@@ -64,8 +64,11 @@ fn startup_order() {
     println!("cargo:rerun-if-env-changed=CHATROOM_LINK_ORDER");
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
+    // A linker named in the flags: `-C linker=…`, or `-fuse-ld=…` passed on.
+    let flags = var("CARGO_ENCODED_RUSTFLAGS");
     let own_linker = !var("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_empty()
-        || var("CARGO_ENCODED_RUSTFLAGS").contains("linker");
+        || flags.contains("linker")
+        || flags.contains("fuse-ld");
     let list = Path::new(&var("CARGO_MANIFEST_DIR")).join(LIST);
     if var("PROFILE") != "release"
         || var("TARGET") != "x86_64-unknown-linux-gnu"
